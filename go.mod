@@ -1,0 +1,3 @@
+module github.com/shockwave-sched/shockwave
+
+go 1.26

@@ -1,0 +1,171 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Measurement is one round's measured throughput of a job: Throughput steps
+// per second at BatchSize, recorded under the absolute round index Round at
+// whose start the lease result was folded in (spec §3.3 step 2.5).
+type Measurement struct {
+	Round      int
+	Throughput float64
+	BatchSize  int
+}
+
+// Job is the read-only view of one active job at a round boundary. The Core
+// owns the values; policies must not modify them or keep the pointers past the
+// call that received them, except through the Job's ID.
+type Job struct {
+	ID  string
+	Seq int // admission sequence number; Snapshot.Jobs is sorted by it
+
+	Model    string
+	Mode     string // declared adaptation mode (static, gns, accordion) or ""
+	Workers  int    // gang width
+	Priority float64
+
+	SubmitTime float64 // seconds; completion time counts from here
+	AdmitTime  float64 // round start at which the Core admitted the job
+	AdmitRound int
+
+	InitialBatchSize int
+	BatchSize        int
+	DatasetSize      int
+	Throughput       float64 // current isolated rate, steps/s, at BatchSize (0: unknown)
+	StepsDone        int64
+	TotalSteps       int64
+	Epoch            int     // completed epochs
+	RunTime          float64 // cumulative seconds of successful execution
+
+	// Planned schedule declared at registration (nil when none).
+	PlannedBatchSizes   []int
+	PlannedEpochSeconds []float64
+	IsolatedSeconds     float64
+
+	// Measurements by round, oldest first.
+	Measurements []Measurement
+	// LastRun is the last round index the job was scheduled in, -1 if never.
+	LastRun int
+}
+
+// RemainingSteps is TotalSteps − StepsDone (may be ≤ 0 after a rescale).
+func (j *Job) RemainingSteps() int64 { return j.TotalSteps - j.StepsDone }
+
+// Snapshot is the immutable input of one round's allocation.
+type Snapshot struct {
+	Round        int     // round index k, from 0
+	Now          float64 // round start, seconds
+	GPUs         int
+	RoundSeconds float64
+	Jobs         []*Job // active jobs in admission order
+}
+
+// Explanation says what the policy decided for one job and why.
+type Explanation struct {
+	Job      string  `json:"job"`
+	Run      bool    `json:"run"`
+	Share    float64 `json:"share"`              // allocation: time fraction, or planned rounds / window
+	Priority float64 `json:"priority,omitempty"` // the policy's ranking key
+	Reason   string  `json:"reason,omitempty"`   // why the job got no GPUs, when it did not
+
+	// Market policies fill these (0 when not applicable).
+	PlannedRounds     int     `json:"planned_rounds,omitempty"`
+	ForecastRemaining float64 `json:"forecast_remaining_s,omitempty"`
+	FairShareFinish   float64 `json:"fair_share_finish_s,omitempty"`
+	ProjectedRho      float64 `json:"projected_rho,omitempty"`
+	Price             float64 `json:"price,omitempty"`
+	Regime            int     `json:"regime,omitempty"`
+	ChangeProb        float64 `json:"change_prob,omitempty"`
+}
+
+// Plan is a policy's decision for one round.
+type Plan struct {
+	Round   int           `json:"round"`
+	Run     []string      `json:"run"`               // jobs to dispatch this round
+	Solved  bool          `json:"solved"`            // the policy recomputed its allocation this round
+	Note    string        `json:"note,omitempty"`    // policy-level remark (e.g. solver status)
+	Explain []Explanation `json:"explain,omitempty"` // one per active job, in snapshot order
+}
+
+// Policy decides which jobs run each round. A policy may keep state, but that
+// state must be a deterministic function of the calls it received, so that
+// replaying the same calls rebuilds it (the coordinator's durability relies on
+// this). Policies are not safe for concurrent use; the Core owns them.
+//
+// Calls arrive in this order within a round boundary: Observe/Fail/Remove for
+// what happened since the previous round (in event order), then Admit for
+// each newly admitted job (admission order), then Allocate.
+type Policy interface {
+	Name() string
+	// Admit announces a job that joins the active set in this round.
+	Admit(j *Job)
+	// Remove announces that a job left (completed, failed or cancelled).
+	Remove(id string)
+	// Observe reports a successful slice of execution of a job.
+	Observe(id string, elapsed float64, steps int64)
+	// Fail reports a lease round in which a job made no progress at all.
+	Fail(id string)
+	// Allocate returns the jobs to run in round s.Round.
+	Allocate(s *Snapshot) (*Plan, error)
+}
+
+// Factory builds a fresh policy instance.
+type Factory func(opts Options) (Policy, error)
+
+// Options carries settings shared by every policy constructor.
+type Options struct {
+	// Config is a policy-specific configuration (e.g. the Shockwave market
+	// hyper-parameters); nil means the policy's documented defaults.
+	Config any
+}
+
+var (
+	registry = map[string]Factory{}
+	aliases  = map[string]string{}
+)
+
+// Register makes a policy available by name; aliases resolve to it too.
+// It panics on a duplicate name, as it is called from init functions.
+func Register(name string, f Factory, alias ...string) {
+	if _, dup := registry[name]; dup {
+		panic("policy: duplicate policy " + name)
+	}
+	registry[name] = f
+	for _, a := range alias {
+		aliases[a] = name
+	}
+}
+
+// Canonical resolves a policy name or alias to its canonical name.
+func Canonical(name string) (string, error) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	if a, ok := aliases[n]; ok {
+		n = a
+	}
+	if _, ok := registry[n]; !ok {
+		return "", fmt.Errorf("policy: unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return n, nil
+}
+
+// New builds the named policy (canonical name or alias).
+func New(name string, opts Options) (Policy, error) {
+	n, err := Canonical(name)
+	if err != nil {
+		return nil, err
+	}
+	return registry[n](opts)
+}
+
+// Names lists the canonical policy names, sorted.
+func Names() []string {
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

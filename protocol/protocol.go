@@ -1,0 +1,78 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+)
+
+// Version is the schema version carried in every message's "v" field.
+const Version = 1
+
+// Limits that keep absurd values out of the coordinator. They are generous:
+// a job that needs more is almost certainly reporting garbage.
+const (
+	MaxWorkers      = 4096
+	MaxBatchSize    = 1 << 24
+	MaxEpochs       = 1 << 20
+	MaxSteps        = int64(1) << 50
+	MaxThroughput   = 1e9 // steps per second
+	MaxSeconds      = 1e10
+	MaxScheduleLen  = MaxEpochs
+	MaxJobIDLen     = 128
+	MaxModelNameLen = 128
+)
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("protocol: invalid message")
+
+// FieldError names the message and field that failed validation.
+type FieldError struct {
+	Msg    string // message kind, e.g. "register"
+	Field  string // JSON field name
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("protocol: invalid %s: field %q: %s", e.Msg, e.Field, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+func fieldErr(msg, field, format string, args ...any) error {
+	return &FieldError{Msg: msg, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// ValidateJobID checks that id is usable as one NATS subject token.
+func ValidateJobID(msg, id string) error {
+	switch {
+	case id == "":
+		return fieldErr(msg, "job", "empty job id")
+	case len(id) > MaxJobIDLen:
+		return fieldErr(msg, "job", "job id longer than %d bytes", MaxJobIDLen)
+	case !jobIDPattern.MatchString(id):
+		return fieldErr(msg, "job", "job id %q may contain only letters, digits, '-' and '_'", id)
+	}
+	return nil
+}
+
+func checkFinite(msg, field string, v, lo, hi float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fieldErr(msg, field, "not a finite number")
+	}
+	if v < lo || v > hi {
+		return fieldErr(msg, field, "%g out of range [%g, %g]", v, lo, hi)
+	}
+	return nil
+}
+
+func checkVersion(msg string, v int) error {
+	if v != Version {
+		return fieldErr(msg, "v", "unsupported schema version %d (this build speaks %d)", v, Version)
+	}
+	return nil
+}
