@@ -1,0 +1,161 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"strconv"
+)
+
+// Result holds the metrics of one simulation (spec §6). Per-job lists are in
+// trace order (job id = line index).
+type Result struct {
+	Policy   string  `json:"policy"`
+	GPUs     int     `json:"gpus"`
+	Jobs     int     `json:"jobs"`
+	Makespan float64 `json:"makespan_s"`
+	AvgJCT   float64 `json:"avg_jct_s"`
+	Rounds   int     `json:"rounds"`
+
+	WorstFTF       float64 `json:"worst_ftf"`
+	WorstFTFThemis float64 `json:"worst_ftf_themis"`
+	UnfairPct105   float64 `json:"unfair_pct_105"`
+	UnfairPct110   float64 `json:"unfair_pct_110"`
+	Utilization    float64 `json:"utilization"`
+
+	LeaseExtensions    int     `json:"lease_extensions"`
+	LeaseOpportunities int     `json:"lease_opportunities"`
+	EnvyP50            float64 `json:"envy_p50"`
+	EnvyP90            float64 `json:"envy_p90"`
+	EnvyP99            float64 `json:"envy_p99"`
+	EnvyMax            float64 `json:"envy_max"`
+
+	JCT               []float64 `json:"jct_s"`
+	FTF               []float64 `json:"ftf"`
+	FTFThemis         []float64 `json:"ftf_themis"`
+	WorkerUtilization []float64 `json:"worker_utilization"`
+
+	// Per round: start time, active jobs at scheduling, busy GPUs, and the
+	// sorted ids of the jobs dispatched.
+	RoundStart  []float64 `json:"round_start_s"`
+	RoundActive []int     `json:"round_active"`
+	RoundBusy   []int     `json:"round_busy_gpus"`
+	Schedules   [][]int   `json:"schedules"`
+
+	busy []float64
+}
+
+func (res *Result) record(start float64, active, gpus int, ids []int) {
+	res.RoundStart = append(res.RoundStart, start)
+	res.RoundActive = append(res.RoundActive, active)
+	res.RoundBusy = append(res.RoundBusy, gpus)
+	res.Schedules = append(res.Schedules, ids)
+}
+
+func (res *Result) dropLastRound() {
+	n := len(res.RoundStart) - 1
+	res.RoundStart, res.RoundActive = res.RoundStart[:n], res.RoundActive[:n]
+	res.RoundBusy, res.Schedules = res.RoundBusy[:n], res.Schedules[:n]
+}
+
+// finish computes the per-job and cluster metrics of spec §6.
+func (r *run) finish() {
+	res := r.res
+	n, g := float64(len(r.jobs)), float64(r.cfg.GPUs)
+	contention := math.Max(1, n/g)
+	res.JCT = make([]float64, len(r.jobs))
+	res.FTF = make([]float64, len(r.jobs))
+	res.FTFThemis = make([]float64, len(r.jobs))
+	sum := 0.0
+	for i, j := range r.jobs {
+		res.JCT[i] = j.jct
+		sum += j.jct
+		res.FTF[i] = RoundPy(j.jct/(j.prof.IsolatedSeconds*contention), 5)
+		res.FTFThemis[i] = RoundPy(j.jct/(j.prof.IsolatedSeconds*r.themisFactor(j)), 5)
+		if res.FTF[i] > 1.05 {
+			res.UnfairPct105++
+		}
+		if res.FTF[i] > 1.1 {
+			res.UnfairPct110++
+		}
+	}
+	res.AvgJCT = sum / n
+	res.UnfairPct105 = 100 * res.UnfairPct105 / n
+	res.UnfairPct110 = 100 * res.UnfairPct110 / n
+	res.WorstFTF = slices.Max(res.FTF)
+	res.WorstFTFThemis = slices.Max(res.FTFThemis)
+	res.WorkerUtilization = make([]float64, r.cfg.GPUs)
+	for w, b := range res.busy {
+		res.WorkerUtilization[w] = RoundPy(b/res.Makespan, 5)
+	}
+	res.Utilization = mean(res.WorkerUtilization)
+	r.envy()
+}
+
+// themisFactor is max(1, mean active jobs over the job's lifetime / G), the
+// contention factor of the Themis-variant ρ (spec §6).
+func (r *run) themisFactor(j *simJob) float64 {
+	s, e := j.admitRound, j.endRound
+	if e < 0 || e > len(r.res.RoundActive) {
+		e = len(r.res.RoundActive)
+	}
+	if s < 0 || s >= e {
+		return 1
+	}
+	total := 0.0
+	for _, a := range r.res.RoundActive[s:e] {
+		total += float64(a)
+	}
+	return math.Max(1, total/float64(e-s)/float64(r.cfg.GPUs))
+}
+
+// envy is the distribution of |r_i − r_j| over job pairs, where r_i is the
+// fraction of a job's active rounds in which it ran (spec §6).
+func (r *run) envy() {
+	share := make([]float64, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		if t := j.scheduled + j.queued; t > 0 {
+			share = append(share, float64(j.scheduled)/float64(t))
+		}
+	}
+	var diffs []float64
+	for i := range share {
+		for k := i + 1; k < len(share); k++ {
+			diffs = append(diffs, math.Abs(share[i]-share[k]))
+		}
+	}
+	if len(diffs) == 0 {
+		return
+	}
+	slices.Sort(diffs)
+	res := r.res
+	res.EnvyP50, res.EnvyP90, res.EnvyP99 = percentile(diffs, 50), percentile(diffs, 90), percentile(diffs, 99)
+	res.EnvyMax = diffs[len(diffs)-1]
+}
+
+// percentile interpolates linearly between the closest ranks of sorted xs.
+func percentile(xs []float64, p float64) float64 {
+	pos := p / 100 * float64(len(xs)-1)
+	lo := int(math.Floor(pos))
+	if lo+1 >= len(xs) {
+		return xs[len(xs)-1]
+	}
+	return xs[lo] + (pos-float64(lo))*(xs[lo+1]-xs[lo])
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// RoundPy rounds x to d decimals the way Python's round(x, d) does: the
+// correctly rounded decimal, ties to even.
+func RoundPy(x float64, d int) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', d, 64), 64)
+	return v
+}

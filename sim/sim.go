@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/shockwave-sched/shockwave/coordinator"
+	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/sim/workload"
+)
+
+// Constants of the simulated cluster (spec §3.3).
+const (
+	// RestartPenaltySeconds is charged to a micro-task of a job that was not
+	// running in the previous round (checkpoint restore and warm-up).
+	RestartPenaltySeconds = 20
+	// restartSlackSeconds: only micro-tasks longer than Δ−5 s pay it.
+	restartSlackSeconds = 5
+)
+
+// Config describes one simulation run.
+type Config struct {
+	Jobs         []workload.Spec
+	Throughputs  *workload.Throughputs
+	GPUs         int
+	RoundSeconds float64 // Δ, default 120
+	Policy       string  // a policy name or alias (package policy)
+	Options      policy.Options
+	// Compat reproduces the original's two bugs (package doc).
+	Compat bool
+	// OnRound, when set, is called after every round with the round index
+	// and the number of completed jobs (for progress displays).
+	OnRound func(round, completed, total int)
+	// OnPlan, when set, sees every round's output (for tests and dumps).
+	OnPlan func(*coordinator.Round)
+}
+
+type simJob struct {
+	spec    workload.Spec
+	id      string
+	st      *workload.State
+	prof    workload.Profile
+	seq     uint64
+	started bool // registered with the Core
+	ended   bool
+
+	n          int64   // planned steps of the micro-task in flight
+	finish     float64 // its finish time
+	extension  bool    // its lease extended the previous round's
+	inFlight   bool
+	lastFinish float64
+	workers    []int
+
+	admitRound, endRound int
+	scheduled, queued    int
+	jct                  float64
+}
+
+type run struct {
+	cfg       Config
+	core      *coordinator.Core
+	jobs      []*simJob
+	byID      map[string]*simJob
+	now       float64
+	round     int
+	completed int
+	next      int // next trace job to arrive
+	res       *Result
+	prevRun   map[string][]int // workers of each job in the previous round
+}
+
+// Run simulates cfg and returns its metrics.
+func Run(cfg Config) (*Result, error) {
+	if cfg.RoundSeconds == 0 {
+		cfg.RoundSeconds = coordinator.DefaultRoundSeconds
+	}
+	if cfg.GPUs <= 0 {
+		return nil, fmt.Errorf("sim: GPU count must be positive, got %d", cfg.GPUs)
+	}
+	if len(cfg.Jobs) == 0 {
+		return nil, errors.New("sim: no jobs")
+	}
+	if cfg.Throughputs == nil {
+		return nil, errors.New("sim: no throughput table")
+	}
+	pol, err := policy.New(cfg.Policy, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	core, err := coordinator.NewCore(coordinator.Config{GPUs: cfg.GPUs, RoundSeconds: cfg.RoundSeconds}, pol)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, core: core, byID: map[string]*simJob{}, prevRun: map[string][]int{}}
+	r.res = &Result{Policy: pol.Name(), GPUs: cfg.GPUs, Jobs: len(cfg.Jobs), busy: make([]float64, cfg.GPUs)}
+	for i, sp := range cfg.Jobs {
+		j, err := newSimJob(sp, cfg.Throughputs)
+		if err != nil {
+			return nil, fmt.Errorf("sim: job %d (%s): %w", i, sp.JobType, err)
+		}
+		r.jobs = append(r.jobs, j)
+		r.byID[j.id] = j
+	}
+	if err := r.loop(); err != nil {
+		return nil, err
+	}
+	r.finish()
+	return r.res, nil
+}
+
+func newSimJob(sp workload.Spec, thr *workload.Throughputs) (*simJob, error) {
+	prof, err := workload.Profile(sp, thr)
+	if err != nil {
+		return nil, err
+	}
+	st, err := workload.NewState(sp, thr)
+	if err != nil {
+		return nil, err
+	}
+	return &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1}, nil
+}
+
+// loop runs rounds until every job completed (spec §3.3).
+func (r *run) loop() error {
+	r.now = r.cfg.Jobs[0].Arrival
+	var inflight []*simJob
+	for r.completed < len(r.jobs) {
+		prevStart := r.now
+		if len(inflight) > 0 {
+			r.now = slices.MaxFunc(inflight, func(a, b *simJob) int { return cmp.Compare(a.finish, b.finish) }).finish
+		} else if r.round > 0 {
+			if r.next >= len(r.jobs) {
+				return fmt.Errorf("sim: round %d: %d jobs neither running nor arriving", r.round, len(r.jobs)-r.completed)
+			}
+			r.now = max(r.now, r.cfg.Jobs[r.next].Arrival)
+		}
+		if err := r.complete(inflight, prevStart); err != nil {
+			return err
+		}
+		if r.completed == len(r.jobs) {
+			break
+		}
+		r.setFlags()
+		if err := r.admit(); err != nil {
+			return err
+		}
+		if r.cfg.Compat && r.activeCount() == 0 {
+			break // the original stops here (spec §3.3 step 6)
+		}
+		var err error
+		if inflight, err = r.schedule(); err != nil {
+			return err
+		}
+		if r.completed == len(r.jobs) {
+			r.res.dropLastRound() // the coordinator ended the last job at this tick
+			break
+		}
+		if r.cfg.OnRound != nil {
+			r.cfg.OnRound(r.round, r.completed, len(r.jobs))
+		}
+		r.round++
+	}
+	r.res.Makespan = r.now
+	r.res.Rounds = r.round
+	return nil
+}
+
+func (r *run) activeCount() int {
+	n := 0
+	for _, j := range r.jobs {
+		if j.started && !j.ended {
+			n++
+		}
+	}
+	return n
+}
