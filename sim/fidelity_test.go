@@ -108,7 +108,7 @@ func TestFidelity_GandivaFairReproducesReleasedRunExactly(t *testing.T) {
 
 // tolerance is the agreement required with a released baseline run.
 type tolerance struct {
-	policy, released       string
+	policy, released      string
 	makespan, avgJCT, ftf float64 // relative; 0 = not checked
 }
 
