@@ -19,6 +19,7 @@ var (
 	ErrNotAdmitted  = errors.New("coordinator: job not admitted yet")
 	ErrOutOfOrder   = errors.New("coordinator: event sequence number not increasing")
 	ErrClock        = errors.New("coordinator: time went backwards")
+	ErrTooWide      = errors.New("coordinator: gang wider than the cluster")
 )
 
 // JobState is a job's lifecycle state.
@@ -118,6 +119,9 @@ func (c *Core) Register(now float64, r *protocol.Register) error {
 	}
 	if _, dup := c.jobs[r.Job]; dup {
 		return fmt.Errorf("%w: %s", ErrDuplicateJob, r.Job)
+	}
+	if r.Workers > c.cfg.GPUs {
+		return fmt.Errorf("%w: job %s needs %d GPUs, the cluster has %d", ErrTooWide, r.Job, r.Workers, c.cfg.GPUs)
 	}
 	if err := c.advance(now); err != nil {
 		return err
