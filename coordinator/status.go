@@ -1,0 +1,67 @@
+package coordinator
+
+import (
+	"slices"
+	"sort"
+)
+
+// JobStatus is one row of the job table, as the status subject shows it.
+type JobStatus struct {
+	Job        string   `json:"job"`
+	State      JobState `json:"state"`
+	Model      string   `json:"model"`
+	Workers    int      `json:"workers"`
+	BatchSize  int      `json:"batch_size"`
+	StepsDone  int64    `json:"steps_done"`
+	TotalSteps int64    `json:"total_steps"`
+	Epoch      int      `json:"epoch"`
+	Throughput float64  `json:"throughput"`
+	RunTime    float64  `json:"run_time_s"`
+	SubmitTime float64  `json:"submit_time"`
+	AdmitTime  float64  `json:"admit_time"`
+	LastRun    int      `json:"last_run_round"` // -1 if never
+	Failures   int      `json:"failed_leases"`
+	GPUs       []int    `json:"gpus,omitempty"` // held in the current round
+}
+
+// Jobs returns the job table: pending and active jobs in admission order
+// (pending last), then ended jobs sorted by id.
+func (c *Core) Jobs() []JobStatus {
+	out := make([]JobStatus, 0, len(c.jobs))
+	for _, j := range c.active {
+		out = append(out, c.status(j))
+	}
+	for _, j := range c.pending {
+		out = append(out, c.status(j))
+	}
+	var ended []JobStatus
+	for _, j := range c.jobs {
+		if j.state != Active && j.state != Pending {
+			ended = append(ended, c.status(j))
+		}
+	}
+	sort.Slice(ended, func(a, b int) bool { return ended[a].Job < ended[b].Job })
+	return append(out, ended...)
+}
+
+// Job returns one job's status.
+func (c *Core) Job(id string) (JobStatus, bool) {
+	j, ok := c.jobs[id]
+	if !ok {
+		return JobStatus{}, false
+	}
+	return c.status(j), true
+}
+
+func (c *Core) status(j *job) JobStatus {
+	v := &j.view
+	s := JobStatus{
+		Job: v.ID, State: j.state, Model: v.Model, Workers: v.Workers, BatchSize: v.BatchSize,
+		StepsDone: v.StepsDone, TotalSteps: v.TotalSteps, Epoch: v.Epoch, Throughput: v.Throughput,
+		RunTime: v.RunTime, SubmitTime: v.SubmitTime, AdmitTime: v.AdmitTime, LastRun: v.LastRun, Failures: j.failures,
+	}
+	if j.state == Active && j.leaseRound == c.round-1 && j.leaseRound >= 0 {
+		s.GPUs = slices.Clone(j.workers)
+	}
+	return s
+}
