@@ -179,3 +179,19 @@ func (r *run) activeCount() int {
 	}
 	return n
 }
+
+// CheckWorkload checks that every job can be simulated with thr: its job
+// type and gang width have a positive throughput entry and its profile can
+// be built. Errors name the trace line (job id + 1) and field.
+func CheckWorkload(jobs []workload.Spec, thr *workload.Throughputs) error {
+	for _, sp := range jobs {
+		if v, ok := thr.Lookup(sp.JobType, sp.ScaleFactor); !ok || !(v > 0) {
+			return fmt.Errorf("trace line %d: field 1 (job_type): no positive throughput for %q on %d GPUs in the %s table",
+				sp.ID+1, sp.JobType, sp.ScaleFactor, thr.Name())
+		}
+		if _, err := newSimJob(sp, thr); err != nil {
+			return fmt.Errorf("trace line %d: %w", sp.ID+1, err)
+		}
+	}
+	return nil
+}
