@@ -29,6 +29,18 @@ type Config struct {
 	// LeaseGraceSeconds is added to a lease's end to form its expiry, so a
 	// job is not cut off by a coordinator that is a little late (default 0).
 	LeaseGraceSeconds float64
+	// JobTimeoutSeconds marks an active job lost when it sent nothing (no
+	// registration, no event, not even a heartbeat) for this long; its
+	// GPUs go to others until it comes back (lifecycle.go). 0 disables it:
+	// the simulator's setting, as simulated jobs send no heartbeats while
+	// they wait. The service defaults to 3 rounds.
+	JobTimeoutSeconds float64
+	// ExpireLeases makes a tick that comes after the previous round's
+	// leases expired treat them as void: no extension, no SUSPEND, no
+	// failure counted, since the jobs stopped by themselves at the expiry
+	// (the service sets it; the simulator, whose rounds end when their work
+	// is done, does not).
+	ExpireLeases bool
 }
 
 // Validate checks the configuration and fills in defaults.
@@ -50,6 +62,9 @@ func (c *Config) Validate() error {
 	}
 	if math.IsNaN(c.RuntimeLimitFactor) || math.IsNaN(c.LeaseGraceSeconds) || c.LeaseGraceSeconds < 0 {
 		return fmt.Errorf("coordinator: config: invalid runtime limit factor or lease grace")
+	}
+	if math.IsNaN(c.JobTimeoutSeconds) || c.JobTimeoutSeconds < 0 {
+		return fmt.Errorf("coordinator: config: job timeout %gs is negative", c.JobTimeoutSeconds)
 	}
 	return nil
 }

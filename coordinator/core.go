@@ -50,6 +50,7 @@ type Round struct {
 	Plan   *policy.Plan     `json:"plan"`
 	Leases []protocol.Lease `json:"leases"` // RUN, SUSPEND and EXIT, in that order
 	Ended  []Ended          `json:"ended,omitempty"`
+	Lost   []Ended          `json:"lost,omitempty"` // jobs marked lost at this tick (lifecycle.go)
 }
 
 type job struct {
@@ -64,6 +65,10 @@ type job struct {
 	leaseElapsed float64
 	leaseBatch   int
 	workers      []int // GPU ids of the most recent RUN lease
+
+	ident     identity // the registration's defining parameters (lifecycle.go)
+	lastHeard float64  // time of the registration or the last accepted event
+	readmit   bool     // pending again after being lost: keeps its admission time
 }
 
 // Core is the coordinator's deterministic state machine. It is not safe for
@@ -79,6 +84,7 @@ type Core struct {
 	now     float64
 	plan    *policy.Plan
 	ended   []Ended // since the previous tick
+	life    liveness
 }
 
 // NewCore returns a Core with no jobs, scheduling with policy p.
@@ -126,7 +132,7 @@ func (c *Core) Register(now float64, r *protocol.Register) error {
 	if err := c.advance(now); err != nil {
 		return err
 	}
-	j := &job{state: Pending, leaseRound: -1}
+	j := &job{state: Pending, leaseRound: -1, ident: identityOf(r), lastHeard: now}
 	v := &j.view
 	v.ID, v.Model, v.Mode, v.Workers = r.Job, r.Model, r.Mode, r.Workers
 	v.Priority = r.Priority
@@ -172,7 +178,7 @@ func (c *Core) Apply(now float64, e *protocol.Event) (*protocol.Lease, error) {
 	if err := c.advance(now); err != nil {
 		return nil, err
 	}
-	j.lastSeq = e.Seq
+	j.lastSeq, j.lastHeard = e.Seq, now
 	switch e.Type {
 	case protocol.EventDone:
 		c.end(j, Completed, "reported done")

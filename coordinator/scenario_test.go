@@ -20,12 +20,19 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 // TestScenarios runs testdata/*.txt. Each block is commands, a "----" line,
 // and the expected output; blocks are separated by blank lines. Commands:
 //
-//	config gpus=N [policy=NAME] [round=S] [failures=N]
+//	config gpus=N [policy=NAME] [round=S] [failures=N] [live=1 timeout=S expire=1 grace=S]
 //	register job=ID workers=N bs=N steps=N [thr=F] [iso=S] [t=S]
+//
+// With live=1 the harness drives Core as the service does: register goes
+// through Enroll (which resumes a known job) and events through Deliver;
+// timeout, expire and grace set JobTimeoutSeconds, ExpireLeases and
+// LeaseGraceSeconds.
+//
 //	progress job=ID seq=N steps=N elapsed=S done=N total=N bs=N [epoch=N] [thr=F] [t=S]
 //	batch job=ID seq=N bs=N done=N total=N [thr=F] [t=S]
 //	done job=ID seq=N [t=S]
 //	tick t=S
+//	job job=ID
 //
 // Run with -rewrite to regenerate the expected output, then review the diff.
 func TestScenarios(t *testing.T) {
@@ -108,6 +115,7 @@ type harness struct {
 	t    *testing.T
 	core *coordinator.Core
 	now  float64
+	live bool
 }
 
 func args(fields []string) map[string]string {
@@ -150,24 +158,46 @@ func (h *harness) exec(line string, out *strings.Builder) {
 		if perr != nil {
 			h.t.Fatal(perr)
 		}
-		cfg := coordinator.Config{GPUs: int(h.num(a, "gpus")), RoundSeconds: h.num(a, "round"), MaxFailedLeases: int(h.num(a, "failures"))}
+		cfg := coordinator.Config{GPUs: int(h.num(a, "gpus")), RoundSeconds: h.num(a, "round"), MaxFailedLeases: int(h.num(a, "failures")),
+			JobTimeoutSeconds: h.num(a, "timeout"), ExpireLeases: a["expire"] == "1", LeaseGraceSeconds: h.num(a, "grace")}
+		h.live = a["live"] == "1"
 		h.core, err = coordinator.NewCore(cfg, p)
 	case "register":
 		r := protocol.Register{V: protocol.Version, Job: a["job"], Model: "ResNet-18", Workers: int(h.num(a, "workers")),
 			BatchSize: int(h.num(a, "bs")), DatasetSize: 50000, TotalSteps: int64(h.num(a, "steps")),
 			Throughput: h.num(a, "thr"), IsolatedSeconds: h.num(a, "iso")}
-		err = h.core.Register(h.now, &r)
+		if !h.live {
+			err = h.core.Register(h.now, &r)
+			break
+		}
+		var resumed bool
+		if resumed, err = h.core.Enroll(h.now, &r); resumed {
+			st, _ := h.core.Job(r.Job)
+			fmt.Fprintf(out, "resumed %s: %s, last seq %d, %d/%d steps\n", r.Job, st.State, st.LastSeq, st.StepsDone, st.TotalSteps)
+		}
 	case "progress", "batch", "done":
 		typ := map[string]protocol.EventType{"progress": protocol.EventProgress, "batch": protocol.EventBatchSize, "done": protocol.EventDone}[fields[0]]
 		e := protocol.Event{V: protocol.Version, Type: typ, Job: a["job"], Seq: uint64(h.num(a, "seq")),
 			Steps: int64(h.num(a, "steps")), Elapsed: h.num(a, "elapsed"), StepsDone: int64(h.num(a, "done")),
 			TotalSteps: int64(h.num(a, "total")), Epoch: int(h.num(a, "epoch")), BatchSize: int(h.num(a, "bs")), Throughput: h.num(a, "thr")}
-		lease, err = h.core.Apply(h.now, &e)
+		if h.live {
+			lease, err = h.core.Deliver(h.now, &e)
+		} else {
+			lease, err = h.core.Apply(h.now, &e)
+		}
 	case "tick":
 		var r *coordinator.Round
 		if r, err = h.core.Tick(h.now); err == nil {
 			printRound(out, r)
 		}
+	case "job":
+		st, ok := h.core.Job(a["job"])
+		if !ok {
+			fmt.Fprintf(out, "no job %s\n", a["job"])
+			break
+		}
+		fmt.Fprintf(out, "job %s: %s, %d/%d steps, epoch %d, bs %d, run time %gs, last seq %d, admitted at %gs, last ran in round %d, gpus %v\n",
+			st.Job, st.State, st.StepsDone, st.TotalSteps, st.Epoch, st.BatchSize, st.RunTime, st.LastSeq, st.AdmitTime, st.LastRun, st.GPUs)
 	default:
 		h.t.Fatalf("unknown command %q", line)
 	}
@@ -186,6 +216,9 @@ func printRound(out *strings.Builder, r *coordinator.Round) {
 	}
 	for _, e := range r.Ended {
 		fmt.Fprintf(out, "  ended %s: %s (%s)\n", e.Job, e.State, e.Reason)
+	}
+	for _, e := range r.Lost {
+		fmt.Fprintf(out, "  lost %s (%s)\n", e.Job, e.Reason)
 	}
 	for _, e := range r.Plan.Explain {
 		if !e.Run {

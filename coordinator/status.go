@@ -21,6 +21,7 @@ type JobStatus struct {
 	AdmitTime  float64  `json:"admit_time"`
 	LastRun    int      `json:"last_run_round"` // -1 if never
 	Failures   int      `json:"failed_leases"`
+	LastSeq    uint64   `json:"last_seq"`       // last accepted event sequence number
 	GPUs       []int    `json:"gpus,omitempty"` // held in the current round
 }
 
@@ -59,6 +60,7 @@ func (c *Core) status(j *job) JobStatus {
 		Job: v.ID, State: j.state, Model: v.Model, Workers: v.Workers, BatchSize: v.BatchSize,
 		StepsDone: v.StepsDone, TotalSteps: v.TotalSteps, Epoch: v.Epoch, Throughput: v.Throughput,
 		RunTime: v.RunTime, SubmitTime: v.SubmitTime, AdmitTime: v.AdmitTime, LastRun: v.LastRun, Failures: j.failures,
+		LastSeq: j.lastSeq,
 	}
 	if j.state == Active && j.leaseRound == c.round-1 && j.leaseRound >= 0 {
 		s.GPUs = slices.Clone(j.workers)

@@ -17,10 +17,15 @@ func (c *Core) Tick(now float64) (*Round, error) {
 	if err := c.advance(now); err != nil {
 		return nil, err
 	}
+	lost := c.expire(now)
 	exits := c.settle()
 	for _, j := range c.pending {
 		j.state = Active
-		j.view.Seq, j.view.AdmitTime, j.view.AdmitRound = c.nextSeq, now, c.round
+		j.view.Seq = c.nextSeq
+		if !j.readmit {
+			j.view.AdmitTime, j.view.AdmitRound = now, c.round
+		}
+		j.readmit = false
 		c.nextSeq++
 		c.active = append(c.active, j)
 		c.pol.Admit(&j.view)
@@ -42,8 +47,11 @@ func (c *Core) Tick(now float64) (*Round, error) {
 	}
 	r := &Round{Index: c.round, Start: now, Active: len(c.active), Plan: plan}
 	r.Leases = c.issue(run)
+	r.Leases = append(r.Leases, lost...)
 	r.Leases = append(r.Leases, exits...)
 	r.Ended, c.ended = c.ended, nil
+	r.Lost, c.life.lost = c.life.lost, nil
+	c.life.lastTick, c.life.ticked = now, true
 	c.plan = plan
 	c.round++
 	return r, nil
