@@ -22,17 +22,16 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 //
 //	config gpus=N [policy=NAME] [round=S] [failures=N] [live=1 timeout=S expire=1 grace=S]
 //	register job=ID workers=N bs=N steps=N [thr=F] [iso=S] [t=S]
-//
-// With live=1 the harness drives Core as the service does: register goes
-// through Enroll (which resumes a known job) and events through Deliver;
-// timeout, expire and grace set JobTimeoutSeconds, ExpireLeases and
-// LeaseGraceSeconds.
-//
 //	progress job=ID seq=N steps=N elapsed=S done=N total=N bs=N [epoch=N] [thr=F] [t=S]
 //	batch job=ID seq=N bs=N done=N total=N [thr=F] [t=S]
 //	done job=ID seq=N [t=S]
 //	tick t=S
 //	job job=ID
+//
+// With live=1 the harness drives Core as the service does: register goes
+// through Enroll (which resumes a known job) and events through Deliver;
+// timeout, expire and grace set JobTimeoutSeconds, ExpireLeases and
+// LeaseGraceSeconds.
 //
 // Run with -rewrite to regenerate the expected output, then review the diff.
 func TestScenarios(t *testing.T) {
