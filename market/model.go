@@ -1,0 +1,212 @@
+package market
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// ftfTol is the relative slack of the finish-time-fairness test (§4.5):
+// Δ(R+T) + r/s ≤ ρmax·F·(1 + ftfTol), floored at ftfTol absolute.
+const ftfTol = 1e-9
+
+// instance is the solve-independent view of a Problem, in canonical job
+// order (see canonicalOrder), so that no result depends on input order.
+type instance struct {
+	jobs  []Job // canonical order
+	perm  []int // perm[c] = input index of canonical job c
+	G, T  int
+	R     int
+	delta float64 // Δ
+	share float64 // s = min(1, G/N)
+	set   *Settings
+	f     utility
+	rho   []float64 // ρ̃_i
+	prio  []float64 // π_i
+}
+
+func newInstance(p *Problem, s *Settings) *instance {
+	in := &instance{G: p.GPUs, T: p.rounds(), R: p.Round, delta: p.delta(), set: s}
+	in.perm = canonicalOrder(p.Jobs)
+	in.jobs = make([]Job, len(p.Jobs))
+	for c, i := range in.perm {
+		in.jobs[c] = p.Jobs[i]
+	}
+	in.share = 1
+	if n := len(in.jobs); n > in.G {
+		in.share = float64(in.G) / float64(n)
+	}
+	in.f = newUtility(s)
+	in.rho = make([]float64, len(in.jobs))
+	in.prio = make([]float64, len(in.jobs))
+	for c := range in.jobs {
+		in.rho[c], in.prio[c] = in.priority(&in.jobs[c])
+	}
+	return in
+}
+
+// priority returns ρ̃ = (Δ·R + R̂/s)/F and π (§4.5, relaxation steps 1–2).
+func (in *instance) priority(j *Job) (rho, pi float64) {
+	rho = (in.delta*float64(in.R) + j.Remaining/in.share) / j.FairFinish
+	pi = 1
+	if rho > in.set.RhoMax {
+		if j.Remaining >= in.delta {
+			pi = math.Pow(rho, in.set.Lambda)
+		} else {
+			pi = math.Pow(rho, 100)
+		}
+	}
+	if pi > maxPriority || math.IsNaN(pi) {
+		pi = maxPriority
+	}
+	return rho, pi
+}
+
+// canonicalOrder sorts jobs by ID, then by their fields; the input index
+// decides only between jobs that are identical in every field.
+func canonicalOrder(jobs []Job) []int {
+	perm := make([]int, len(jobs))
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(a, b int) int {
+		x, y := &jobs[a], &jobs[b]
+		return cmp.Or(
+			cmp.Compare(x.ID, y.ID),
+			cmp.Compare(x.Workers, y.Workers),
+			cmp.Compare(x.Epochs, y.Epochs),
+			cmp.Compare(x.Progress, y.Progress),
+			cmp.Compare(x.EpochSeconds, y.EpochSeconds),
+			cmp.Compare(x.Remaining, y.Remaining),
+			cmp.Compare(x.FairFinish, y.FairFinish),
+		)
+	})
+	return perm
+}
+
+// utility is the concave stand-in for ln u on [0, 1] (§4.5): the
+// piecewise-linear interpolation through (B_j, L_j), or ln max(u, Origin).
+type utility struct {
+	b, l   []float64
+	exact  bool
+	origin float64
+}
+
+func newUtility(s *Settings) utility {
+	f := utility{b: s.breakpoints(), exact: s.ExactLog, origin: s.origin()}
+	f.l = make([]float64, len(f.b))
+	for j, b := range f.b {
+		f.l[j] = math.Log(math.Max(b, f.origin))
+	}
+	return f
+}
+
+func (f *utility) at(u float64) float64 {
+	u = min(max(u, 0), 1)
+	if f.exact {
+		return math.Log(max(u, f.origin))
+	}
+	for j := 0; j+1 < len(f.b); j++ {
+		if u <= f.b[j+1] {
+			return f.l[j] + (f.l[j+1]-f.l[j])*(u-f.b[j])/(f.b[j+1]-f.b[j])
+		}
+	}
+	return f.l[len(f.l)-1]
+}
+
+// jobModel is one job's allocation-independent data as a function of its
+// round count n ∈ [0, hi].
+type jobModel struct {
+	w     int
+	hi    int       // rounds after which more rounds add nothing (≤ T)
+	p     []float64 // p(n) = min(Δn/d, E − c)
+	r     []float64 // r(n) = max(0, R̂ − d·p(n))
+	g     []float64 // a·f((c + p(n))/E), the weighted utility
+	marg  []float64 // marginal gains of the concave majorant of g, len hi
+	cum   []float64 // cum[n] = Σ_{m<n} marg[m]
+	ftfLo int       // least n meeting the FTF constraint, −1 if none (0 when unused)
+}
+
+func (in *instance) progress(j *Job, n int) float64 {
+	return min(in.delta*float64(n)/j.EpochSeconds, j.Epochs-j.Progress)
+}
+
+// remaining is the makespan term's argument of one job, max(0, R̂ − d·p).
+func remaining(j *Job, p float64) float64 { return max(0, j.Remaining-j.EpochSeconds*p) }
+
+// ftfOK reports whether remaining time r meets the FTF constraint (§4.5):
+// Δ·(R+T) + r/s ≤ ρmax·F.
+func (in *instance) ftfOK(j *Job, r float64) bool {
+	lhs := in.delta*float64(in.R+in.T) + r/in.share
+	rhs := in.set.RhoMax * j.FairFinish
+	return lhs <= rhs+ftfTol*max(1, math.Abs(rhs))
+}
+
+func (in *instance) jobModel(j *Job, a float64, ftf bool) jobModel {
+	m := jobModel{w: j.Workers, hi: in.T}
+	for n := 0; n <= in.T; n++ {
+		if in.progress(j, n) >= j.Epochs-j.Progress {
+			m.hi = n
+			break
+		}
+	}
+	m.p = make([]float64, m.hi+1)
+	m.r = make([]float64, m.hi+1)
+	m.g = make([]float64, m.hi+1)
+	for n := 0; n <= m.hi; n++ {
+		m.p[n] = in.progress(j, n)
+		m.r[n] = remaining(j, m.p[n])
+		m.g[n] = a * in.f.at((j.Progress+m.p[n])/j.Epochs)
+	}
+	m.marg = concaveMarginals(m.g)
+	m.cum = make([]float64, m.hi+1)
+	for n, d := range m.marg {
+		m.cum[n+1] = m.cum[n] + d
+	}
+	if ftf {
+		m.ftfLo = -1
+		for n := 0; n <= m.hi; n++ {
+			if in.ftfOK(j, m.r[n]) {
+				m.ftfLo = n
+				break
+			}
+		}
+	}
+	return m
+}
+
+// concaveMarginals returns the slopes of the least concave majorant of the
+// points (n, g[n]): the nonincreasing (antitonic) regression of the
+// increments by pool-adjacent-violators. For a concave g these are the
+// increments themselves, up to rounding.
+func concaveMarginals(g []float64) []float64 {
+	n := len(g) - 1
+	out := make([]float64, max(n, 0))
+	type block struct {
+		sum float64
+		cnt int
+	}
+	blocks := make([]block, 0, n)
+	for t := 0; t < n; t++ {
+		blocks = append(blocks, block{g[t+1] - g[t], 1})
+		for len(blocks) > 1 {
+			a, b := blocks[len(blocks)-2], blocks[len(blocks)-1]
+			if a.sum*float64(b.cnt) >= b.sum*float64(a.cnt) {
+				break
+			}
+			blocks = blocks[:len(blocks)-1]
+			blocks[len(blocks)-1] = block{a.sum + b.sum, a.cnt + b.cnt}
+		}
+	}
+	t := 0
+	for _, b := range blocks {
+		for k := 0; k < b.cnt; k++ {
+			out[t] = b.sum / float64(b.cnt)
+			t++
+		}
+	}
+	for t := 1; t < n; t++ { // rounding can leave an ulp of increase
+		out[t] = min(out[t], out[t-1])
+	}
+	return out
+}

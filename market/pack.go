@@ -1,0 +1,254 @@
+package market
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// exactPackBudget bounds the search of one exact packing check (used only
+// when the gang widths do not form a divisibility chain).
+const exactPackBudget = 200000
+
+// packer places round counts n into the T rounds of G GPUs: job c must run
+// in n_c distinct rounds and no round may hold more than G GPUs of gangs.
+//
+// greedy takes the jobs widest first (then most rounds, then canonical
+// order) and puts each into the n_c rounds with the most free GPUs. When the
+// widths form a divisibility chain (1, 2, 4, 8, …) this is exact: everything
+// placed before a job uses multiples of its width, so each round's free
+// capacity counts whole slots of that width, and putting each job where the
+// most slots are left keeps the slot counts as balanced as possible, which
+// is what every later (narrower) job needs (a Gale–Ryser argument);
+// TestPack_GreedyExactOnChains checks it against exhaustive search. For
+// other widths a failed greedy is followed by an exhaustive search.
+type packer struct {
+	m     *model
+	T, G  int
+	free  []int
+	on    []bool // on[c·T+t]: job c runs in round t
+	order []int
+	idx   []int // rounds by free desc, index asc
+	tmp   []int
+	memo  map[string]bool
+	nodes int
+
+	checks int
+}
+
+func newPacker(m *model) *packer {
+	return &packer{m: m, T: m.in.T, G: m.in.G, free: make([]int, m.in.T),
+		on: make([]bool, len(m.jobs)*m.in.T), idx: make([]int, m.in.T)}
+}
+
+func (p *packer) reset() {
+	for t := range p.free {
+		p.free[t] = p.G
+		p.idx[t] = t
+	}
+	clear(p.on)
+}
+
+// sortOrder orders the jobs with n_c > 0: widest first, then most rounds,
+// then canonical index.
+func (p *packer) sortOrder(n []int) {
+	p.order = p.order[:0]
+	for c := range n {
+		if n[c] > 0 {
+			p.order = append(p.order, c)
+		}
+	}
+	slices.SortFunc(p.order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(p.m.jobs[b].w, p.m.jobs[a].w), cmp.Compare(n[b], n[a]), cmp.Compare(a, b))
+	})
+}
+
+// greedy packs n. It returns the position in p.order of the first job that
+// did not fit, or −1. With partial set a job that does not fit takes the
+// rounds it can get and n is lowered accordingly; the result is then −1.
+func (p *packer) greedy(n []int, partial bool) int {
+	p.reset()
+	p.sortOrder(n)
+	for pos, c := range p.order {
+		w := p.m.jobs[c].w
+		avail := 0
+		for avail < p.T && p.free[p.idx[avail]] >= w {
+			avail++
+		}
+		k := n[c]
+		if avail < k {
+			if !partial {
+				return pos
+			}
+			k = avail
+			n[c] = k
+		}
+		for _, t := range p.idx[:k] {
+			p.free[t] -= w
+			p.on[c*p.T+t] = true
+		}
+		p.resort(k)
+	}
+	return -1
+}
+
+// resort restores the (free desc, index asc) order of p.idx after its first
+// k rounds each lost the same capacity: it merges the two sorted runs.
+func (p *packer) resort(k int) {
+	if k == 0 || k == p.T {
+		return
+	}
+	p.tmp = append(p.tmp[:0], p.idx...)
+	a, b := p.tmp[:k], p.tmp[k:]
+	for i := range p.idx {
+		if len(b) == 0 || (len(a) > 0 && p.less(a[0], b[0])) {
+			p.idx[i], a = a[0], a[1:]
+		} else {
+			p.idx[i], b = b[0], b[1:]
+		}
+	}
+}
+
+func (p *packer) less(a, b int) bool {
+	return p.free[a] > p.free[b] || (p.free[a] == p.free[b] && a < b)
+}
+
+// check reports whether n packs (leaving the placement in p.on) and whether
+// the answer is proven (an exhaustive search may run out of budget).
+func (p *packer) check(n []int) (ok, proven bool) {
+	p.checks++
+	if p.greedy(n, false) < 0 {
+		return true, true
+	}
+	if p.m.chain {
+		return false, true
+	}
+	return p.exact(n)
+}
+
+// exact decides packability by depth-first search over the jobs in greedy
+// order, choosing how many of a job's rounds go to each group of rounds with
+// equal free capacity (rounds with equal capacity are interchangeable).
+func (p *packer) exact(n []int) (ok, proven bool) {
+	p.reset()
+	p.sortOrder(n)
+	p.memo = map[string]bool{}
+	p.nodes = 0
+	ok = p.dfs(n, 0)
+	return ok, ok || p.nodes <= exactPackBudget
+}
+
+func (p *packer) dfs(n []int, pos int) bool {
+	if pos == len(p.order) {
+		return true
+	}
+	if p.nodes++; p.nodes > exactPackBudget {
+		return false
+	}
+	key := p.stateKey(pos)
+	if p.memo[key] {
+		return false
+	}
+	c := p.order[pos]
+	w := p.m.jobs[c].w
+	var eligible []int
+	for t := range p.free {
+		if p.free[t] >= w {
+			eligible = append(eligible, t)
+		}
+	}
+	slices.SortStableFunc(eligible, func(a, b int) int { return cmp.Compare(p.free[b], p.free[a]) })
+	if len(eligible) >= n[c] && p.choose(n, pos, eligible, 0, n[c]) {
+		return true
+	}
+	p.memo[key] = true
+	return false
+}
+
+// choose picks `need` rounds from eligible[from:], taking a count from each
+// run of equal free capacity (first rounds of the run), then recurses.
+func (p *packer) choose(n []int, pos int, eligible []int, from, need int) bool {
+	if need == 0 {
+		return p.dfs(n, pos+1)
+	}
+	if from >= len(eligible) || len(eligible)-from < need {
+		return false
+	}
+	end := from
+	for end < len(eligible) && p.free[eligible[end]] == p.free[eligible[from]] {
+		end++
+	}
+	c := p.order[pos]
+	w := p.m.jobs[c].w
+	for k := min(need, end-from); k >= 0; k-- {
+		for _, t := range eligible[from : from+k] {
+			p.free[t] -= w
+			p.on[c*p.T+t] = true
+		}
+		if p.choose(n, pos, eligible, end, need-k) {
+			return true
+		}
+		for _, t := range eligible[from : from+k] {
+			p.free[t] += w
+			p.on[c*p.T+t] = false
+		}
+	}
+	return false
+}
+
+func (p *packer) stateKey(pos int) string {
+	f := slices.Clone(p.free)
+	slices.Sort(f)
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(pos))
+	for _, v := range f {
+		b.WriteByte(',')
+		b.WriteString(strconv.Itoa(v))
+	}
+	return b.String()
+}
+
+// conflict returns jobs J such that no packing gives every c ∈ J its n_c
+// rounds (n itself must be proven unpackable). Every packable allocation
+// therefore has n'_c < n_c for some c ∈ J. J is shrunk by deletion when
+// small.
+func (p *packer) conflict(n []int) []int {
+	var J []int
+	if p.m.chain {
+		fail := p.greedy(n, false)
+		J = slices.Clone(p.order[:fail+1])
+	} else {
+		for c := range n {
+			if n[c] > 0 {
+				J = append(J, c)
+			}
+		}
+	}
+	if len(J) > 16 {
+		return J
+	}
+	sub := make([]int, len(n))
+	for i := len(J) - 1; i >= 0; i-- {
+		clear(sub)
+		for _, c := range J {
+			sub[c] = n[c]
+		}
+		sub[J[i]] = 0
+		if ok, proven := p.check(sub); !ok && proven {
+			J = slices.Delete(J, i, i+1)
+		}
+	}
+	return J
+}
+
+// rounds returns the rounds of job c in the current placement.
+func (p *packer) rounds(c int) []int {
+	var r []int
+	for t := 0; t < p.T; t++ {
+		if p.on[c*p.T+t] {
+			r = append(r, t)
+		}
+	}
+	return r
+}

@@ -1,0 +1,150 @@
+package market
+
+import (
+	"cmp"
+	"slices"
+)
+
+// arrangement orders a packed placement in time (the re-rank step of §4.5,
+// applied to every solve; see the package doc). The market objective and
+// the FTF constraints depend only on the round counts, so any placement of
+// them is optimal; this one runs the jobs furthest behind their fair share
+// first.
+type arrangement struct {
+	T, G int
+	w    []int
+	pos  []int // pos[c]: rank of job c, 0 = highest priority
+	on   []bool
+	free []int
+}
+
+// arrange returns, for each future round, the canonical jobs that run in it.
+func arrange(in *instance, m *model, n []int, on []bool) [][]int {
+	N, T := len(n), in.T
+	a := &arrangement{T: T, G: in.G, w: make([]int, N), pos: make([]int, N), on: slices.Clone(on), free: make([]int, T)}
+	for c := range n {
+		a.w[c] = m.jobs[c].w
+	}
+	rank := make([]int, N)
+	for c := range rank {
+		rank[c] = c
+	}
+	slices.SortFunc(rank, func(x, y int) int {
+		return cmp.Or(cmp.Compare(in.prio[y], in.prio[x]), cmp.Compare(in.rho[y], in.rho[x]),
+			cmp.Compare(n[y], n[x]), cmp.Compare(x, y))
+	})
+	for r, c := range rank {
+		a.pos[c] = r
+	}
+	a.orderRounds(rank)
+	for _, c := range rank {
+		if n[c] > 0 {
+			a.advance(c)
+		}
+	}
+	out := make([][]int, T)
+	for t := range out {
+		out[t] = []int{}
+		for _, c := range rank {
+			if a.on[c*T+t] {
+				out[t] = append(out[t], c)
+			}
+		}
+	}
+	return out
+}
+
+// orderRounds permutes the rounds (a permutation keeps every round's
+// contents, so the placement still packs): the round holding the
+// highest-ranked jobs comes first, comparing the sorted ranks of the jobs
+// of two rounds lexicographically (a round that extends another comes first).
+func (a *arrangement) orderRounds(rank []int) {
+	T := a.T
+	sig := make([][]int, T)
+	for t := range sig {
+		for _, c := range rank {
+			if a.on[c*T+t] {
+				sig[t] = append(sig[t], a.pos[c])
+			}
+		}
+	}
+	perm := make([]int, T)
+	for t := range perm {
+		perm[t] = t
+	}
+	slices.SortStableFunc(perm, func(x, y int) int {
+		s, u := sig[x], sig[y]
+		for i := 0; i < min(len(s), len(u)); i++ {
+			if s[i] != u[i] {
+				return cmp.Compare(s[i], u[i])
+			}
+		}
+		return cmp.Compare(len(u), len(s))
+	})
+	old := slices.Clone(a.on)
+	for c := range a.w {
+		for t, from := range perm {
+			a.on[c*T+t] = old[c*T+from]
+		}
+	}
+	for t := range a.free {
+		a.free[t] = a.G
+		for c := range a.w {
+			if a.on[c*T+t] {
+				a.free[t] -= a.w[c]
+			}
+		}
+	}
+}
+
+// advance moves job c's rounds earlier while it can: into an earlier round
+// with room, or by swapping with a lower-ranked job of that round that fits
+// into c's later round. Lower-ranked jobs only ever move later, so a job's
+// rounds, once advanced, stay put.
+func (a *arrangement) advance(c int) {
+	T := a.T
+	for moved := true; moved; {
+		moved = false
+		for late := T - 1; late > 0 && !moved; late-- {
+			if !a.on[c*T+late] {
+				continue
+			}
+			for early := 0; early < late && !moved; early++ {
+				if !a.on[c*T+early] {
+					moved = a.move(c, early, late)
+				}
+			}
+		}
+	}
+}
+
+// move tries to put job c into round early instead of round late.
+func (a *arrangement) move(c, early, late int) bool {
+	T, w := a.T, a.w[c]
+	if a.free[early] >= w {
+		a.shift(c, late, early)
+		return true
+	}
+	partner := -1
+	for j := range a.w {
+		if !a.on[j*T+early] || a.on[j*T+late] || a.pos[j] <= a.pos[c] {
+			continue
+		}
+		if a.free[early]+a.w[j] >= w && a.free[late]+w >= a.w[j] && (partner < 0 || a.pos[j] > a.pos[partner]) {
+			partner = j
+		}
+	}
+	if partner < 0 {
+		return false
+	}
+	a.shift(partner, early, late)
+	a.shift(c, late, early)
+	return true
+}
+
+func (a *arrangement) shift(c, from, to int) {
+	a.on[c*a.T+from] = false
+	a.on[c*a.T+to] = true
+	a.free[from] += a.w[c]
+	a.free[to] -= a.w[c]
+}
