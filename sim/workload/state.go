@@ -128,15 +128,14 @@ func (s *State) Rescale(sp Spec, thr *Throughputs) (changed bool) {
 			newBS = sp.BatchSize
 		}
 	}
+	oldIPE := int64(IterationsPerEpoch(m.Name, oldBS))
+	newIPE := int64(IterationsPerEpoch(m.Name, newBS))
 	v, ok := thr.Lookup(JobType(m.Name, newBS), sp.ScaleFactor)
-	if !ok {
+	if !ok || oldIPE == 0 || newIPE == 0 {
 		s.clearFlags()
 		return false
 	}
 	s.BatchSize, s.Throughput = newBS, v
-
-	oldIPE := int64(IterationsPerEpoch(m.Name, oldBS))
-	newIPE := int64(IterationsPerEpoch(m.Name, newBS))
 	r := float64(oldBS) / float64(newBS)
 	oldE := ceilDiv(s.TotalSteps, oldIPE)
 	nt := int64(math.Ceil(float64(s.TotalSteps) * r))
