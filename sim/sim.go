@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 
 	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/policy"
-	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/sim/workload"
 )
 
@@ -114,7 +112,7 @@ func Run(cfg Config) (*Result, error) {
 }
 
 func newSimJob(sp workload.Spec, thr *workload.Throughputs) (*simJob, error) {
-	prof, err := workload.Profile(sp, thr)
+	prof, err := workload.NewProfile(sp, thr)
 	if err != nil {
 		return nil, err
 	}
