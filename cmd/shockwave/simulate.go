@@ -26,10 +26,10 @@ func init() {
 
 type simFlags struct {
 	trace, throughputs, policies, config, format, plot string
-	gpus, generate                                      int
-	seed                                                uint64
-	round                                               time.Duration
-	compat                                              bool
+	gpus, generate                                     int
+	seed                                               uint64
+	round                                              time.Duration
+	compat                                             bool
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
