@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+
+	"github.com/shockwave-sched/shockwave/market"
 	"sort"
 	"strings"
 )
@@ -120,6 +122,9 @@ type Options struct {
 	// Config is a policy-specific configuration (e.g. the Shockwave market
 	// hyper-parameters); nil means the policy's documented defaults.
 	Config any
+	// OnSolve, when set, receives every market instance a market-based
+	// policy solves, after the solve (for `simulate --dump-instances`).
+	OnSolve func(*market.Instance)
 }
 
 var (

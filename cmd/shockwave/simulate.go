@@ -26,6 +26,7 @@ func init() {
 
 type simFlags struct {
 	trace, throughputs, policies, config, format, plot string
+	dump                                               string
 	gpus, generate                                     int
 	seed                                               uint64
 	round                                              time.Duration
@@ -45,6 +46,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the generated trace")
 	fs.StringVar(&f.format, "format", "table", "output format: table or json")
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
+	fs.StringVar(&f.dump, "dump-instances", "", "write every market instance the shockwave policy solves into `DIR` (read them with shockwave solve)")
 	fs.BoolVar(&f.compat, "compat", false, "reproduce the original simulator's bugs (README: compatibility mode)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -56,6 +58,11 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	names, err := policyList(f.policies)
 	if err != nil {
 		return err
+	}
+	if f.dump != "" {
+		if cfg.Options.OnSolve, err = instanceDumper(f.dump); err != nil {
+			return err
+		}
 	}
 	results, err := runAll(cfg, names, stderr)
 	if err != nil {

@@ -1,0 +1,159 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/shockwave-sched/shockwave/market"
+)
+
+// ShockwaveConfig holds the hyper-parameters of the Shockwave policy, in the
+// original's configuration-file format (spec §4.9). Zero values mean the
+// defaults of the original's 120-job, 32-GPU configuration.
+type ShockwaveConfig struct {
+	FutureRounds int       `json:"future_rounds"`           // T, the planning window (20)
+	K            float64   `json:"k"`                       // makespan penalty (1e-3)
+	Lambda       float64   `json:"lambda"`                  // priority power of the relaxation (12)
+	RhoMax       float64   `json:"rhomax"`                  // finish-time-fairness bound (1)
+	LogBases     []float64 `json:"log_approximation_bases"` // breakpoints of the piecewise-linear log
+	ExactLog     bool      `json:"exact_log,omitempty"`     // use ln itself instead of the PWL
+	// Accepted and ignored: they configure the original's commercial solver
+	// or nothing at all.
+	GPURAM        float64 `json:"gpu_ram,omitempty"`
+	SolverRelGap  float64 `json:"solver_rel_gap,omitempty"`
+	SolverThreads int     `json:"solver_num_threads,omitempty"`
+	SolverTimeout float64 `json:"solver_timeout,omitempty"`
+}
+
+// DefaultShockwaveConfig is the original's tacc_32gpus configuration.
+func DefaultShockwaveConfig() ShockwaveConfig {
+	return ShockwaveConfig{FutureRounds: 20, K: 1e-3, Lambda: 12, RhoMax: 1, LogBases: []float64{0, 0.2, 0.4, 0.6, 0.8, 1}}
+}
+
+// ParseShockwaveConfig reads a configuration in the original JSON format,
+// rejecting unknown fields and out-of-range values.
+func ParseShockwaveConfig(raw []byte) (ShockwaveConfig, error) {
+	c := DefaultShockwaveConfig()
+	dec := json.NewDecoder(bytesReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("shockwave config: %w", err)
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the hyper-parameters.
+func (c ShockwaveConfig) Validate() error {
+	switch {
+	case c.FutureRounds < 1 || c.FutureRounds > 1000:
+		return fmt.Errorf("shockwave config: future_rounds %d out of range [1, 1000]", c.FutureRounds)
+	case !(c.K >= 0) || math.IsInf(c.K, 0):
+		return fmt.Errorf("shockwave config: k %g must be a finite non-negative number", c.K)
+	case !(c.Lambda >= 0) || math.IsInf(c.Lambda, 0):
+		return fmt.Errorf("shockwave config: lambda %g must be a finite non-negative number", c.Lambda)
+	case !(c.RhoMax > 0) || math.IsInf(c.RhoMax, 0):
+		return fmt.Errorf("shockwave config: rhomax %g must be positive", c.RhoMax)
+	}
+	if !c.ExactLog {
+		b := c.LogBases
+		if len(b) < 2 || b[0] != 0 || b[len(b)-1] != 1 || !slices.IsSorted(b) {
+			return fmt.Errorf("shockwave config: log_approximation_bases %v must rise from 0 to 1", b)
+		}
+	}
+	return nil
+}
+
+// Shockwave is the Shockwave policy (spec §4): every few rounds, or when
+// jobs arrive or leave, it solves the Volatile Fisher Market over a window of
+// future rounds (package market) and follows the resulting plan in between.
+type Shockwave struct {
+	cfg      ShockwaveConfig
+	settings market.Settings
+	meta     map[string]*swMeta
+	order    []string // admission order of known jobs
+
+	round      int // R, the round pointer
+	counter    int // rounds since the last forced re-solve
+	resolve    bool
+	jobsMoved  bool // arrivals or removals since the last fair-share estimate
+	plan       map[int][]string
+	prevList   []string
+	lastResult *market.Result
+	lastIndex  map[string]int // job → index in the last solve
+	onSolve    func(*market.Instance)
+}
+
+// NewShockwave returns the policy with cfg (validated).
+func NewShockwave(cfg ShockwaveConfig) (*Shockwave, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Shockwave{cfg: cfg, meta: map[string]*swMeta{}, plan: map[int][]string{}, resolve: true}
+	s.settings = *market.DefaultSettings()
+	s.settings.K, s.settings.Lambda, s.settings.RhoMax = cfg.K, cfg.Lambda, cfg.RhoMax
+	s.settings.Breakpoints, s.settings.ExactLog = slices.Clone(cfg.LogBases), cfg.ExactLog
+	return s, nil
+}
+
+// Name is "shockwave".
+func (s *Shockwave) Name() string { return "shockwave" }
+
+// Admit creates the job's metadata with the round start as its submit time
+// (spec §3.3 step 5) and forces a re-solve.
+func (s *Shockwave) Admit(j *Job) {
+	s.meta[j.ID] = newSWMeta(j, j.AdmitTime)
+	s.order = append(s.order, j.ID)
+	s.resolve, s.jobsMoved = true, true
+}
+
+// Remove drops the job's metadata and forces a re-solve.
+func (s *Shockwave) Remove(id string) {
+	delete(s.meta, id)
+	if i := slices.Index(s.order, id); i >= 0 {
+		s.order = slices.Delete(s.order, i, i+1)
+	}
+	s.resolve, s.jobsMoved = true, true
+}
+
+// Observe is unused: measurements arrive with the snapshot.
+func (s *Shockwave) Observe(string, float64, int64) {}
+
+// Fail is unused: a failed lease shows as a zero measurement.
+func (s *Shockwave) Fail(string) {}
+
+func init() {
+	Register("shockwave", func(o Options) (Policy, error) {
+		cfg := DefaultShockwaveConfig()
+		switch c := o.Config.(type) {
+		case nil:
+		case ShockwaveConfig:
+			cfg = c
+		case json.RawMessage:
+			var err error
+			if cfg, err = ParseShockwaveConfig(c); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("shockwave: unsupported config type %T", o.Config)
+		}
+		s, err := NewShockwave(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.onSolve = o.OnSolve
+		return s, nil
+	})
+}
+
+// sortedIDs returns map keys sorted, for deterministic iteration.
+func sortedIDs[V any](m map[string]V) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,220 @@
+package policy
+
+import (
+	"math"
+	"slices"
+)
+
+// Constants of the original Shockwave policy (spec §4.9, "fixed constants").
+const (
+	swReoptRounds      = 8   // REOPT_ROUNDS: forced re-solve period
+	swMomentum         = 0.9 // weight of the averaged fair-share target
+	swNewest           = 0.1 // weight of the newest estimate
+	swCalibrationSlack = 0.4 // relative deviation that triggers calibration
+)
+
+// swMeta is the policy's per-job state (spec §4.1).
+type swMeta struct {
+	epochs  int       // E
+	workers int       // w
+	planned []int     // P[e], planned batch size per epoch
+	pre     []float64 // D^pre[e], preprofiled epoch durations (whole seconds, ≥ 1)
+	dur     []float64 // D[e], the calibrated working copy
+	dataset int       // S
+	epoch   int       // c, completed epochs
+	submit  float64
+	modes   []int           // sorted distinct planned batch sizes
+	alpha   map[int]float64 // Dirichlet prior α_b = E/|M|
+
+	targets []swTarget // fair-share finish estimates
+}
+
+type swTarget struct {
+	round int
+	value float64
+}
+
+// newSWMeta builds the metadata of a job from its declared schedule, or,
+// when it declared none, from a constant schedule at its initial batch size.
+func newSWMeta(j *Job, submit float64) *swMeta {
+	planned, secs := j.PlannedBatchSizes, j.PlannedEpochSeconds
+	if len(planned) == 0 || len(secs) != len(planned) {
+		planned, secs = constantSchedule(j)
+	}
+	m := &swMeta{
+		epochs: len(planned), workers: j.Workers, planned: slices.Clone(planned),
+		dataset: j.DatasetSize, submit: submit, alpha: map[int]float64{},
+	}
+	m.pre = make([]float64, len(secs))
+	for e, d := range secs {
+		m.pre[e] = math.Max(1, math.RoundToEven(d))
+	}
+	m.dur = slices.Clone(m.pre)
+	m.modes = slices.Compact(slices.Sorted(slices.Values(planned)))
+	for _, b := range m.modes {
+		m.alpha[b] = float64(m.epochs) / float64(len(m.modes))
+	}
+	return m
+}
+
+// constantSchedule is the profile of a job that declared no schedule: every
+// epoch at the initial batch size, at the registered throughput.
+func constantSchedule(j *Job) ([]int, []float64) {
+	ipe := ceilDiv(int64(j.DatasetSize), int64(j.InitialBatchSize))
+	e := int(max(1, ceilDiv(j.TotalSteps, ipe)))
+	planned := make([]int, e)
+	secs := make([]float64, e)
+	thr := j.Throughput
+	if thr <= 0 {
+		thr = 1
+	}
+	for i := range planned {
+		planned[i] = j.InitialBatchSize
+		secs[i] = float64(j.DatasetSize) / float64(j.InitialBatchSize) / thr
+	}
+	return planned, secs
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// calibrate rescales the working epoch durations when the measured samples
+// deviate from the preprofiled ones by more than 40 % (spec §4.2).
+func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
+	if len(ms) == 0 {
+		return
+	}
+	meas, prev := 0.0, 0
+	for _, x := range ms {
+		meas += x.Throughput * roundSeconds * float64(x.Round-prev) * float64(x.BatchSize)
+		prev = x.Round
+	}
+	tau := roundSeconds * float64(ms[len(ms)-1].Round)
+	acc, pre := 0.0, 0.0
+	e := 0
+	for ; e < m.epochs; e++ {
+		if acc+m.pre[e] > tau {
+			break
+		}
+		acc += m.pre[e]
+		pre += float64(m.dataset)
+	}
+	if e == m.epochs {
+		e = m.epochs - 1
+	}
+	if tau-acc > 0 {
+		pre += float64(m.dataset) * (tau - acc) / m.dur[e]
+	}
+	if meas <= 0 || pre <= 0 || math.Abs(meas-pre)/pre <= swCalibrationSlack {
+		return
+	}
+	for i := range m.dur {
+		m.dur[i] = m.pre[i] * (pre / meas)
+	}
+}
+
+// remaining is the Dirichlet-posterior estimate R̂ of the job's remaining
+// run time in seconds, with observed planned epochs 0..p (spec §4.3).
+func (m *swMeta) remaining(p int) float64 {
+	obs := m.planned[:min(p, m.epochs-1)+1]
+	post := make(map[int]float64, len(m.modes))
+	total := 0.0
+	for _, b := range m.modes {
+		post[b] = m.alpha[b]
+	}
+	for _, b := range obs {
+		post[b]++
+	}
+	for _, b := range m.modes {
+		total += post[b]
+	}
+	n := make(map[int]float64, len(m.modes))
+	for _, b := range m.modes {
+		n[b] = float64(m.epochs) * post[b] / total
+	}
+	for _, b := range obs {
+		if n[b] >= 1 {
+			n[b]--
+		}
+	}
+	rem := m.epochs - m.epoch
+	sumN := 0.0
+	for _, b := range m.modes {
+		sumN += n[b]
+	}
+	infl := math.Floor(sumN + 1)
+	if infl < float64(rem) {
+		infl = float64(rem)
+	}
+	if infl <= 0 || rem <= 0 {
+		return 1
+	}
+	est := 0.0
+	for _, b := range m.modes {
+		est += n[b] * m.modeMean(b)
+	}
+	return est * float64(rem) / infl
+}
+
+// modeMean is the mean calibrated duration of the epochs planned at b.
+func (m *swMeta) modeMean(b int) float64 {
+	s, k := 0.0, 0
+	for e, pb := range m.planned {
+		if pb == b {
+			s += m.dur[e]
+			k++
+		}
+	}
+	if k == 0 {
+		return 0
+	}
+	return s / float64(k)
+}
+
+// epochSeconds is the interpolated epoch duration d: the mean calibrated
+// duration of epochs 0..c (spec §4.3).
+func (m *swMeta) epochSeconds() float64 {
+	hi := min(m.epoch, m.epochs-1)
+	s := 0.0
+	for _, d := range m.dur[:hi+1] {
+		s += d
+	}
+	return s / float64(hi+1)
+}
+
+// doneSeconds is Σ_{e<c} D[e].
+func (m *swMeta) doneSeconds() float64 {
+	s := 0.0
+	for _, d := range m.dur[:min(m.epoch, m.epochs)] {
+		s += d
+	}
+	return s
+}
+
+// target is the momentum-averaged fair-share finish time F at round r
+// (spec §4.4).
+func (m *swMeta) target(r int) float64 {
+	ts := m.targets
+	if len(ts) == 0 {
+		return 0
+	}
+	w := make([]float64, len(ts))
+	sum := 0.0
+	for i := range ts {
+		if i+1 < len(ts) {
+			w[i] = float64(ts[i+1].round - ts[i].round)
+		} else {
+			w[i] = float64(r - ts[i].round)
+		}
+		sum += w[i]
+	}
+	if sum == 0 {
+		w = []float64{1}
+		sum = 1
+		ts = ts[len(ts)-1:]
+	}
+	avg := 0.0
+	for i := range ts {
+		avg += w[i] / sum * ts[i].value
+	}
+	return swMomentum*avg + swNewest*ts[len(ts)-1].value
+}

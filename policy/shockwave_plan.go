@@ -1,0 +1,180 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/shockwave-sched/shockwave/market"
+)
+
+// Allocate advances the round pointer, re-solves the market when a trigger
+// fired (spec §4.8), and returns the stored plan's list for this round.
+func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
+	jobs := make(map[string]*Job, len(snap.Jobs))
+	for _, j := range snap.Jobs {
+		jobs[j.ID] = j
+	}
+	if snap.Now != 0 {
+		s.advance(jobs)
+	}
+	plan := &Plan{Round: snap.Round}
+	if _, planned := s.plan[s.round]; s.resolve || !planned {
+		if err := s.solve(snap, jobs); err != nil {
+			return nil, err
+		}
+		plan.Solved = true
+	}
+	for _, id := range s.plan[s.round] {
+		if _, ok := jobs[id]; ok { // completed jobs are skipped, with no refill (§4.7)
+			plan.Run = append(plan.Run, id)
+		}
+	}
+	s.prevList = plan.Run
+	plan.Explain = s.explain(snap, plan.Run)
+	if r := s.lastResult; r != nil && plan.Solved {
+		plan.Note = fmt.Sprintf("market %s: objective %.6g, bound %.6g, gap %.2g, price %.4g", r.Status, r.Objective, r.Bound, r.Gap, r.Price)
+	}
+	return plan, nil
+}
+
+// advance updates the progress of the previous round's jobs and the round
+// pointer, forcing a re-solve every swReoptRounds rounds (spec §4.8).
+func (s *Shockwave) advance(jobs map[string]*Job) {
+	for _, id := range s.prevList {
+		if m, ok := s.meta[id]; ok {
+			if j, ok := jobs[id]; ok {
+				m.epoch = j.Epoch
+			}
+		}
+	}
+	s.round++
+	s.counter++
+	if s.counter == swReoptRounds {
+		s.resolve, s.counter = true, 0
+	}
+}
+
+// solve builds the market problem from every active job's calibrated
+// forecast and fair-share target, solves it and stores the window's plan.
+func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
+	n := len(snap.Jobs)
+	share := math.Min(1, float64(snap.GPUs)/float64(max(n, 1)))
+	ids := make([]string, 0, n)
+	for _, j := range snap.Jobs {
+		if m := s.meta[j.ID]; m != nil {
+			m.calibrate(j.Measurements, snap.RoundSeconds)
+			ids = append(ids, j.ID)
+		}
+	}
+	if s.jobsMoved {
+		for _, id := range ids {
+			m := s.meta[id]
+			v := m.submit + (m.doneSeconds()+m.remaining(m.epoch))/share
+			m.targets = append(m.targets, swTarget{round: s.round, value: v})
+		}
+		s.jobsMoved = false
+	}
+	prob := market.Problem{GPUs: snap.GPUs, Round: s.round, Rounds: s.cfg.FutureRounds, RoundSeconds: snap.RoundSeconds}
+	prob.Jobs = make([]market.Job, len(ids))
+	for i, id := range ids {
+		m := s.meta[id]
+		prob.Jobs[i] = market.Job{
+			ID: id, Workers: m.workers, Epochs: float64(m.epochs), Progress: float64(min(m.epoch, m.epochs)),
+			EpochSeconds: m.epochSeconds(), Remaining: m.remaining(m.epoch), FairFinish: m.target(s.round),
+		}
+	}
+	res, err := market.Solve(prob, &s.settings)
+	if err != nil {
+		return fmt.Errorf("shockwave: round %d: %w", s.round, err)
+	}
+	if s.onSolve != nil {
+		s.onSolve(market.NewInstance(prob, &s.settings))
+	}
+	s.lastResult = res
+	s.lastIndex = make(map[string]int, len(ids))
+	for i, id := range ids {
+		s.lastIndex[id] = i
+	}
+	clear(s.plan)
+	for t, list := range res.Schedule {
+		s.plan[s.round+t] = s.fill(prob, list)
+	}
+	s.resolve = false
+	return nil
+}
+
+// fill turns one window round's job indices into ids and hands idle GPUs to
+// the jobs with the most remaining work that fit (spec §4.6).
+func (s *Shockwave) fill(prob market.Problem, list []int) []string {
+	in := make([]bool, len(prob.Jobs))
+	idle := prob.GPUs
+	out := make([]string, 0, len(list))
+	for _, i := range slices.Sorted(slices.Values(list)) {
+		in[i] = true
+		idle -= prob.Jobs[i].Workers
+		out = append(out, prob.Jobs[i].ID)
+	}
+	if idle <= 0 {
+		return out
+	}
+	rest := make([]int, 0, len(prob.Jobs))
+	for i := range prob.Jobs {
+		if !in[i] {
+			rest = append(rest, i)
+		}
+	}
+	slices.SortStableFunc(rest, func(a, b int) int {
+		return cmp.Compare(prob.Jobs[b].Remaining, prob.Jobs[a].Remaining)
+	})
+	for _, i := range rest {
+		if idle <= 0 {
+			break
+		}
+		if w := prob.Jobs[i].Workers; w <= idle {
+			idle -= w
+			out = append(out, prob.Jobs[i].ID)
+		}
+	}
+	return out
+}
+
+// explain reports, per active job, its forecast, target and plan.
+func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
+	running := make(map[string]bool, len(run))
+	for _, id := range run {
+		running[id] = true
+	}
+	out := make([]Explanation, len(snap.Jobs))
+	r := s.lastResult
+	for k, j := range snap.Jobs {
+		e := Explanation{Job: j.ID, Run: running[j.ID]}
+		if m := s.meta[j.ID]; m != nil {
+			e.ForecastRemaining = m.remaining(m.epoch)
+			e.FairShareFinish = m.target(s.round)
+		}
+		if i, ok := s.lastIndex[j.ID]; ok && r != nil {
+			e.PlannedRounds = r.Rounds[i]
+			e.Share = float64(r.Rounds[i]) / float64(s.cfg.FutureRounds)
+			e.Price = r.Price
+			if i < len(r.Priorities) {
+				e.Priority = r.Priorities[i]
+			}
+			if e.FairShareFinish > 0 {
+				share := math.Min(1, float64(snap.GPUs)/float64(len(snap.Jobs)))
+				e.ProjectedRho = (snap.RoundSeconds*float64(s.round) + e.ForecastRemaining/share) / e.FairShareFinish
+			}
+		}
+		if !e.Run {
+			switch {
+			case e.PlannedRounds == 0:
+				e.Reason = fmt.Sprintf("the market plans it no rounds in the next %d", s.cfg.FutureRounds)
+			default:
+				e.Reason = fmt.Sprintf("its %d planned rounds come later in the window", e.PlannedRounds)
+			}
+		}
+		out[k] = e
+	}
+	return out
+}
