@@ -1,0 +1,251 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// record is one message of the log.
+type record struct {
+	Seq     uint64
+	Time    time.Time // when the stream stored it: Core's clock
+	Subject string
+	Header  nats.Header
+	Data    []byte
+}
+
+func recordOf(m jetstream.Msg) (record, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return record{}, err
+	}
+	return record{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, nil
+}
+
+// seconds converts a wall-clock time to Core's clock: seconds since the
+// Unix epoch.
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// wall converts Core's clock back to a wall-clock time.
+func wall(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
+
+// Kinds of log records.
+const (
+	kindEvents   = "events"
+	kindRegister = "register"
+	kindTick     = "tick"
+	kindConfig   = "config"
+	kindUnknown  = "unknown"
+)
+
+// outcome is what folding one record produced. The live service publishes
+// it; a replay discards it.
+type outcome struct {
+	kind     string
+	job      string
+	reply    string                  // register: where the answer goes
+	answer   *protocol.RegisterReply // register: the answer
+	accepted int                     // events accepted
+	rejected []string                // one reason per rejected event or message
+	err      error                   // the first rejection, or a tick's error
+	round    *Round                  // tick: the round it started
+	solve    time.Duration           // tick: how long Core.Tick took
+	exits    []protocol.Lease        // EXIT leases returned by events
+}
+
+func (o *outcome) reject(reason string, err error) {
+	o.rejected = append(o.rejected, reason)
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// fold applies log records to a Core, in log order, with each record's
+// storage time as the clock (made monotonic). The live service and a replay
+// after a restart run the same fold over the same records, so they reach the
+// same state: Core and its policy are deterministic.
+type fold struct {
+	core  *Core
+	cfg   *configRecord
+	subj  protocol.Subjects
+	limit int
+
+	now    float64
+	seq    uint64
+	last   *Round                    // the most recent round
+	leases map[string]protocol.Lease // RUN leases of the most recent round
+}
+
+func newFold(subj protocol.Subjects, limit int) *fold {
+	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}}
+}
+
+// apply folds one record.
+func (f *fold) apply(r record) outcome {
+	f.seq = r.Seq
+	f.now = max(f.now, seconds(r.Time))
+	switch {
+	case r.Subject == f.subj.Prefix+"."+logConfig:
+		return f.config(r)
+	case f.core == nil:
+		o := outcome{kind: kindUnknown}
+		o.reject("not_configured", errors.New("coordinator: record before the configuration"))
+		return o
+	case r.Subject == f.subj.Prefix+"."+logRegister:
+		return f.register(r)
+	case r.Subject == f.subj.Prefix+"."+logTick:
+		return f.tick(r)
+	}
+	if job, ok := f.subj.EventsJob(r.Subject); ok {
+		return f.events(job, r)
+	}
+	o := outcome{kind: kindUnknown}
+	o.reject("unknown_subject", fmt.Errorf("coordinator: log record on unexpected subject %q", r.Subject))
+	return o
+}
+
+// config builds the Core from the first configuration record; later ones
+// must be identical.
+func (f *fold) config(r record) outcome {
+	o := outcome{kind: kindConfig}
+	rec, err := decodeConfigRecord(r.Data)
+	switch {
+	case err != nil:
+		o.reject("invalid", err)
+	case f.cfg != nil && !sameConfig(f.cfg, rec):
+		o.reject("config_changed", errors.New("coordinator: a later configuration record differs from the first; ignored"))
+	case f.cfg == nil:
+		core, err := rec.core()
+		if err != nil {
+			o.reject("invalid", err)
+			break
+		}
+		f.core, f.cfg = core, rec
+	}
+	return o
+}
+
+func (f *fold) register(r record) outcome {
+	o := outcome{kind: kindRegister, reply: r.Header.Get(hdrReply)}
+	reg, err := protocol.DecodeRegister(r.Data, f.limit)
+	if err == nil {
+		o.job = reg.Job
+		var resumed bool
+		if resumed, err = f.core.Enroll(f.now, reg); err == nil {
+			o.answer = f.answer(reg.Job, resumed)
+			return o
+		}
+	}
+	o.reject(rejectReason(err), err)
+	o.answer = &protocol.RegisterReply{V: protocol.Version, Error: protocol.ErrorOf(replyCode(err), err)}
+	return o
+}
+
+// answer is the registration reply for job.
+func (f *fold) answer(job string, resumed bool) *protocol.RegisterReply {
+	st, _ := f.core.Job(job)
+	a := &protocol.RegisterReply{V: protocol.Version, Job: job, State: string(st.State), Resumed: resumed,
+		RoundSeconds: f.core.Config().RoundSeconds, Round: f.core.NextRound(), Now: f.now,
+		LastSeq: st.LastSeq, StepsDone: st.StepsDone, TotalSteps: st.TotalSteps, Epoch: st.Epoch, BatchSize: st.BatchSize}
+	if l, ok := f.leases[job]; ok && len(st.GPUs) > 0 {
+		a.Lease = &l
+	}
+	return a
+}
+
+func (f *fold) events(job string, r record) outcome {
+	o := outcome{kind: kindEvents, job: job}
+	b, err := protocol.DecodeBatch(r.Data, f.limit)
+	if err != nil {
+		o.reject(protocol.Reason(err), err)
+		return o
+	}
+	if b.Job != job {
+		o.reject("subject_mismatch", fmt.Errorf("coordinator: batch of job %q published on the subject of job %q", b.Job, job))
+		return o
+	}
+	for i := range b.Events {
+		l, err := f.core.Deliver(f.now, &b.Events[i])
+		if err != nil {
+			o.reject(rejectReason(err), err)
+			continue
+		}
+		o.accepted++
+		if l != nil {
+			o.exits = append(o.exits, *l)
+			delete(f.leases, job)
+		}
+	}
+	return o
+}
+
+func (f *fold) tick(r record) outcome {
+	o := outcome{kind: kindTick}
+	t, err := decodeTickRecord(r.Data)
+	if err != nil {
+		o.reject("invalid", err)
+		return o
+	}
+	if t.Round != f.core.NextRound() {
+		o.reject("stale_tick", fmt.Errorf("coordinator: tick for round %d, next round is %d", t.Round, f.core.NextRound()))
+		return o
+	}
+	start := time.Now()
+	round, err := f.core.Tick(f.now)
+	o.solve = time.Since(start)
+	if err != nil {
+		o.err = err
+		return o
+	}
+	o.round, f.last = round, round
+	clear(f.leases)
+	for _, l := range round.Leases {
+		if l.Action == protocol.Run {
+			f.leases[l.Job] = l
+		}
+	}
+	return o
+}
+
+// rejectReason names the class of an error for the rejection metrics.
+func rejectReason(err error) string {
+	for _, c := range []struct {
+		err    error
+		reason string
+	}{
+		{ErrUnknownJob, "unknown_job"}, {ErrOutOfOrder, "out_of_order"}, {ErrJobEnded, "ended"},
+		{ErrNotAdmitted, "not_admitted"}, {ErrConflict, "conflict"}, {ErrTooWide, "too_wide"},
+		{ErrClock, "clock"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.reason
+		}
+	}
+	return protocol.Reason(err)
+}
+
+// replyCode maps a registration error to its reply code.
+func replyCode(err error) protocol.ErrorCode {
+	switch rejectReason(err) {
+	case "conflict":
+		return protocol.CodeConflict
+	case "ended":
+		return protocol.CodeEnded
+	case "too_wide", "clock":
+		return protocol.CodeRejected
+	}
+	return protocol.Code(err)
+}
+
+func sameConfig(a, b *configRecord) bool {
+	return a.GPUs == b.GPUs && a.RoundSeconds == b.RoundSeconds && a.MaxFailed == b.MaxFailed &&
+		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
+		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
+}

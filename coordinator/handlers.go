@@ -1,0 +1,226 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// respond sends a reply; a requester that went away is not an error.
+func (s *Service) respond(m *nats.Msg, v any) {
+	data, err := json.Marshal(v)
+	if err == nil {
+		err = m.Respond(data)
+	}
+	if err != nil {
+		s.log.Debug().Err(err).Str("subject", m.Subject).Msg("cannot reply")
+	}
+}
+
+// onRegister runs on the NATS handler goroutine. It answers bad requests
+// itself; a good one is appended to the log and answered by the loop once
+// folded, so that every accepted registration is durable before its reply.
+func (s *Service) onRegister(m *nats.Msg) {
+	fail := func(code protocol.ErrorCode, reason string, err error) {
+		s.m.registrations.WithLabelValues("rejected_" + reason).Inc()
+		if m.Reply != "" {
+			s.respond(m, protocol.RegisterReply{V: protocol.Version, Error: protocol.ErrorOf(code, err)})
+		}
+	}
+	if m.Reply == "" {
+		fail(protocol.CodeBadRequest, "no_reply", errNoReply)
+		return
+	}
+	r, err := protocol.DecodeRegister(m.Data, s.cfg.MaxMessageBytes)
+	if err != nil {
+		fail(protocol.Code(err), protocol.Reason(err), err)
+		return
+	}
+	if err := authorize(m.Header, r.Job); err != nil {
+		fail(protocol.CodeForbidden, "forbidden", err)
+		return
+	}
+	rec := nats.NewMsg(s.subj.Prefix + "." + logRegister)
+	rec.Data = m.Data
+	rec.Header.Set(hdrReply, m.Reply)
+	f, err := s.js.PublishMsgAsync(rec)
+	if err != nil {
+		fail(protocol.CodeUnavailable, "unavailable", err)
+		return
+	}
+	go func() {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			fail(protocol.CodeUnavailable, "unavailable", err)
+		}
+	}()
+}
+
+// answerRegister replies to a registration the loop folded.
+func (s *Service) answerRegister(o *outcome) {
+	result := "new"
+	switch {
+	case o.answer.Error != nil:
+		result = "rejected_" + o.rejected[0]
+		s.log.Info().Err(o.err).Str("job", o.job).Msg("registration rejected")
+	case o.answer.Resumed:
+		result = "resumed"
+		s.log.Info().Str("job", o.job).Str("state", o.answer.State).Uint64("last_seq", o.answer.LastSeq).Msg("job resumed")
+	default:
+		s.log.Info().Str("job", o.job).Msg("job registered")
+	}
+	s.m.registrations.WithLabelValues(result).Inc()
+	if o.reply == "" {
+		return
+	}
+	data, _ := json.Marshal(o.answer)
+	if err := s.nc.Publish(o.reply, data); err != nil {
+		s.log.Warn().Err(err).Str("job", o.job).Msg("cannot answer a registration")
+	}
+}
+
+// onStatus runs on the NATS handler goroutine and hands the request to the
+// loop, which alone may read the Core.
+func (s *Service) onStatus(m *nats.Msg) {
+	req, err := protocol.DecodeStatusRequest(m.Data, s.cfg.MaxMessageBytes)
+	if err != nil {
+		s.respond(m, protocol.StatusReply{V: protocol.Version, Error: protocol.ErrorOf(protocol.Code(err), err)})
+		return
+	}
+	select {
+	case s.statusq <- statusRequest{msg: m, req: req}:
+	default:
+		s.respond(m, protocol.StatusReply{V: protocol.Version,
+			Error: &protocol.Error{Code: protocol.CodeUnavailable, Message: "coordinator busy; retry"}})
+	}
+}
+
+// answerStatus builds the reply in the loop and sends it from a goroutine.
+func (s *Service) answerStatus(req statusRequest) {
+	rep := protocol.StatusReply{V: protocol.Version, Policy: s.cfg.Policy, GPUs: s.cfg.Core.GPUs,
+		RoundSeconds: s.cfg.Core.RoundSeconds, Round: s.nextRound(), Now: s.fold.now,
+		Recovering: !s.live, LogSeq: s.fold.seq, Jobs: []protocol.JobInfo{}}
+	if c := s.fold.core; c != nil {
+		if req.req.Job != "" {
+			if st, ok := c.Job(req.req.Job); ok {
+				rep.Jobs = append(rep.Jobs, jobInfo(&st))
+			}
+		} else {
+			for _, st := range c.Jobs() {
+				rep.Jobs = append(rep.Jobs, jobInfo(&st))
+			}
+		}
+		rep.Plan = planInfo(c.LastPlan())
+	}
+	go s.respond(req.msg, rep)
+}
+
+func jobInfo(st *JobStatus) protocol.JobInfo {
+	return protocol.JobInfo{Job: st.Job, State: string(st.State), Model: st.Model, Workers: st.Workers,
+		BatchSize: st.BatchSize, StepsDone: st.StepsDone, TotalSteps: st.TotalSteps, Epoch: st.Epoch,
+		Throughput: st.Throughput, RunTime: st.RunTime, SubmitTime: st.SubmitTime, AdmitTime: st.AdmitTime,
+		LastRun: st.LastRun, Failures: st.Failures, LastSeq: st.LastSeq, GPUs: st.GPUs}
+}
+
+func planInfo(p *policy.Plan) *protocol.PlanInfo {
+	if p == nil {
+		return nil
+	}
+	out := &protocol.PlanInfo{Round: p.Round, Run: p.Run, Solved: p.Solved, Note: p.Note}
+	for _, e := range p.Explain {
+		out.Explain = append(out.Explain, protocol.PlanEntry{Job: e.Job, Run: e.Run, Share: e.Share,
+			Priority: e.Priority, Reason: e.Reason, PlannedRounds: e.PlannedRounds,
+			ForecastRemaining: e.ForecastRemaining, FairShareFinish: e.FairShareFinish,
+			ProjectedRho: e.ProjectedRho, Price: e.Price, Regime: e.Regime, ChangeProb: e.ChangeProb})
+	}
+	return out
+}
+
+// startRound publishes a live round's leases, then records it.
+func (s *Service) startRound(r record, o *outcome) {
+	fired := s.tickFired
+	if s.tickRound < 0 {
+		fired = time.Now() // a tick we did not fire (a duplicate, or another coordinator's)
+	}
+	s.tickRound = -1
+	if o.round == nil {
+		if o.err != nil {
+			s.m.roundErrors.Inc()
+			s.log.Error().Err(o.err).Msg("round failed")
+		}
+		s.tickWanted = time.Now().Add(s.roundLength())
+		return
+	}
+	rd := o.round
+	s.publishLeases(rd.Leases)
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn().Err(err).Msg("flushing leases")
+	}
+	s.m.tickToLease.Observe(time.Since(fired).Seconds())
+	s.tickWanted = wall(rd.Start).Add(s.roundLength())
+	s.rounds.Add(1)
+
+	dig, jobs, plan := digest(s.fold.core)
+	s.m.observeRound(rd, jobs, o.solve)
+	for _, e := range rd.Lost {
+		s.log.Warn().Str("job", e.Job).Str("reason", e.Reason).Int("round", rd.Index).Msg("job lost")
+	}
+	for _, e := range rd.Ended {
+		s.log.Info().Str("job", e.Job).Str("state", string(e.State)).Str("reason", e.Reason).Msg("job ended")
+	}
+	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
+		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Dur("since_tick", time.Since(fired)).Msg("round")
+	snap := &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
+		GPUs: s.cfg.Core.GPUs, Digest: dig, Jobs: jobs, Plan: plan, Written: time.Now().UTC()}
+	select {
+	case s.snapq <- snap:
+	default:
+		select {
+		case <-s.snapq: // the writer fell behind: the newer snapshot wins
+		default:
+		}
+		s.snapq <- snap
+	}
+}
+
+// publishLeases sends each lease on its job's lease subject.
+func (s *Service) publishLeases(leases []protocol.Lease) {
+	for i := range leases {
+		l := &leases[i]
+		data, _ := json.Marshal(l)
+		if err := s.nc.Publish(s.subj.Lease(l.Job), data); err != nil {
+			s.log.Warn().Err(err).Str("job", l.Job).Msg("cannot publish a lease")
+			continue
+		}
+		s.m.observeLease(l)
+	}
+}
+
+// writeSnapshots stores the snapshots the loop hands over, newest first.
+func (s *Service) writeSnapshots(ctx context.Context, st *storage) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case snap := <-s.snapq:
+			data, err := encodeSnapshot(snap)
+			if err == nil {
+				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err = st.kv.Put(pctx, snapshotKey, data)
+				cancel()
+			}
+			if err != nil && ctx.Err() == nil {
+				s.m.snapshotErrors.Inc()
+				s.log.Warn().Err(err).Int("round", snap.Round).Msg("cannot store the snapshot")
+			}
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// Metrics are the service's Prometheus metrics. Counters count what the live
+// service did since it started; a replay after a restart counts nothing.
+type Metrics struct {
+	jobs           *prometheus.GaugeVec
+	rounds         prometheus.Counter
+	roundErrors    prometheus.Counter
+	solve          prometheus.Histogram
+	tickToLease    prometheus.Histogram
+	granted        *prometheus.CounterVec
+	revoked        *prometheus.CounterVec
+	accepted       prometheus.Counter
+	rejected       *prometheus.CounterVec
+	registrations  *prometheus.CounterVec
+	eventLag       prometheus.Histogram
+	rho            *prometheus.GaugeVec
+	forecast       *prometheus.GaugeVec
+	logSeq         prometheus.Gauge
+	replaySeconds  prometheus.Gauge
+	snapshotErrors prometheus.Counter
+
+	labeled map[string]bool // jobs with per-job series
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: a new
+// private registry, for tests and embedding).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	lat := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	m := &Metrics{
+		jobs:           prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_jobs", Help: "Jobs by state."}, []string{"state"}),
+		rounds:         prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_rounds_total", Help: "Rounds scheduled."}),
+		roundErrors:    prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_round_errors_total", Help: "Round ticks that failed (policy errors)."}),
+		solve:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_solve_seconds", Help: "Time Core.Tick took: settling, the policy's allocation, placement.", Buckets: lat}),
+		tickToLease:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_tick_to_last_lease_seconds", Help: "From the round timer to the last lease of the round flushed to NATS.", Buckets: lat}),
+		granted:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_granted_total", Help: "RUN leases published, by kind (new or extension)."}, []string{"kind"}),
+		revoked:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_revoked_total", Help: "SUSPEND and EXIT leases published, by reason (preempted, lost, exit)."}, []string{"reason"}),
+		accepted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_events_accepted_total", Help: "Job events folded into the state."}),
+		rejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_events_rejected_total", Help: "Job events and event batches rejected, by reason."}, []string{"reason"}),
+		registrations:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_registrations_total", Help: "Registration requests, by result."}, []string{"result"}),
+		eventLag:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_event_apply_lag_seconds", Help: "From a batch's storage in the log to its events applied.", Buckets: lat}),
+		rho:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_job_rho", Help: "Projected finish-time fairness ρ of an active job (market policies)."}, []string{"job"}),
+		forecast:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_job_forecast_remaining_seconds", Help: "Forecast remaining run time of an active job (market policies)."}, []string{"job"}),
+		logSeq:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_log_sequence", Help: "Last log record folded into the state."}),
+		replaySeconds:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_replay_seconds", Help: "How long the replay of the log took at start."}),
+		snapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_snapshot_errors_total", Help: "Snapshots that could not be written, or replays that disagreed with the stored snapshot."}),
+		labeled:        map[string]bool{},
+	}
+	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.accepted,
+		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors)
+	return m
+}
+
+// observeEvents counts one folded batch.
+func (m *Metrics) observeEvents(o *outcome, stored time.Time) {
+	m.accepted.Add(float64(o.accepted))
+	for _, r := range o.rejected {
+		m.rejected.WithLabelValues(r).Inc()
+	}
+	m.eventLag.Observe(time.Since(stored).Seconds())
+}
+
+// observeRound counts a round's leases and refreshes the job gauges.
+func (m *Metrics) observeRound(r *Round, jobs []JobStatus, solve time.Duration) {
+	m.rounds.Inc()
+	m.solve.Observe(solve.Seconds())
+	byState := map[JobState]int{Pending: 0, Active: 0, Lost: 0, Completed: 0, Failed: 0, Expired: 0}
+	for _, j := range jobs {
+		byState[j.State]++
+	}
+	for s, n := range byState {
+		m.jobs.WithLabelValues(string(s)).Set(float64(n))
+	}
+	seen := make(map[string]bool, len(r.Plan.Explain))
+	for _, e := range r.Plan.Explain {
+		seen[e.Job] = true
+		m.labeled[e.Job] = true
+		m.rho.WithLabelValues(e.Job).Set(e.ProjectedRho)
+		m.forecast.WithLabelValues(e.Job).Set(e.ForecastRemaining)
+	}
+	for job := range m.labeled {
+		if !seen[job] {
+			m.rho.DeleteLabelValues(job)
+			m.forecast.DeleteLabelValues(job)
+			delete(m.labeled, job)
+		}
+	}
+}
+
+func (m *Metrics) observeLease(l *protocol.Lease) {
+	switch {
+	case l.Action == protocol.Run && l.Extension:
+		m.granted.WithLabelValues("extension").Inc()
+	case l.Action == protocol.Run:
+		m.granted.WithLabelValues("new").Inc()
+	case l.Action == protocol.Exit:
+		m.revoked.WithLabelValues("exit").Inc()
+	case len(l.Reason) >= 4 && l.Reason[:4] == "lost":
+		m.revoked.WithLabelValues("lost").Inc()
+	default:
+		m.revoked.WithLabelValues("preempted").Inc()
+	}
+}
+
+// Handler serves /metrics from gatherer (the registry the metrics were
+// registered with) and /healthz from the service: 200 once it has replayed
+// its log and while it is connected to NATS, 503 otherwise.
+func Handler(gatherer prometheus.Gatherer, s *Service) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		h := s.Health()
+		w.Header().Set("Content-Type", "application/json")
+		if !h.OK {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(h)
+	})
+	return mux
+}

@@ -1,0 +1,413 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// DefaultJobTimeoutRounds is the service's default job timeout, in rounds.
+const DefaultJobTimeoutRounds = 3
+
+// ServiceConfig sets up a Service. Zero values mean the documented defaults.
+type ServiceConfig struct {
+	// Core configures the state machine. GPUs is required. The service
+	// always sets ExpireLeases; JobTimeoutSeconds defaults to
+	// DefaultJobTimeoutRounds rounds and LeaseGraceSeconds to a quarter
+	// round, so that a lease outlives the small delay of its renewal.
+	Core Config
+	// Policy names the allocation policy (required); PolicyOptions is
+	// passed to its constructor.
+	Policy        string
+	PolicyOptions policy.Options
+	// Prefix of every subject (default protocol.DefaultPrefix).
+	Prefix string
+	// MaxMessageBytes is the size limit of a message (default
+	// protocol.DefaultMaxMessageBytes).
+	MaxMessageBytes int
+	// Storage and Replicas of the log stream and the snapshot bucket
+	// (default file storage, 1 replica).
+	Storage  jetstream.StorageType
+	Replicas int
+	// Logger receives structured logs (nil: none).
+	Logger *zerolog.Logger
+	// Metrics receives the metrics (nil: a private registry).
+	Metrics *Metrics
+
+	// onApply, when set, sees every folded record (tests, benchmarks).
+	onApply func(record, *outcome)
+}
+
+func (c *ServiceConfig) validate() error {
+	if c.Prefix == "" {
+		c.Prefix = protocol.DefaultPrefix
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = protocol.DefaultMaxMessageBytes
+	}
+	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 64<<20 {
+		return fmt.Errorf("coordinator: message limit %d out of range [1 KiB, 64 MiB]", c.MaxMessageBytes)
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if err := c.Core.Validate(); err != nil {
+		return err
+	}
+	if c.Core.JobTimeoutSeconds == 0 {
+		c.Core.JobTimeoutSeconds = DefaultJobTimeoutRounds * c.Core.RoundSeconds
+	}
+	if c.Core.LeaseGraceSeconds == 0 {
+		c.Core.LeaseGraceSeconds = c.Core.RoundSeconds / 4
+	}
+	c.Core.ExpireLeases = true
+	name, err := policy.Canonical(c.Policy)
+	if err != nil {
+		return err
+	}
+	c.Policy = name
+	if c.Logger == nil {
+		nop := zerolog.Nop()
+		c.Logger = &nop
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	return nil
+}
+
+// Service is the coordinator service: one goroutine (Run) owns the Core and
+// does all its I/O in a select loop, in the shape of etcd raft's node.run.
+// NATS handlers only decode requests and hand them over; the log stream
+// delivers every input of Core in order; a timer decides when rounds start.
+type Service struct {
+	cfg  ServiceConfig
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	subj protocol.Subjects
+	log  zerolog.Logger
+	m    *Metrics
+	// rejectLog is log, sampled: a misbehaving job cannot flood the log.
+	rejectLog zerolog.Logger
+
+	fold    *fold
+	in      chan record
+	statusq chan statusRequest
+	snapq   chan *Snapshot
+	ticked  chan error // result of publishing a tick record
+
+	// Owned by the loop.
+	live       bool
+	catchUp    uint64    // the log's last sequence at start: the replay ends there
+	started    time.Time // start of the replay
+	expect     *Snapshot // the stored snapshot, verified during the replay
+	tickRound  int       // round of the tick record in flight, -1 if none
+	tickFired  time.Time // when the timer fired for it
+	tickWanted time.Time // when the next tick is due
+	deadline   time.Time // what the timer is set to
+
+	ready  atomic.Bool
+	seq    atomic.Uint64
+	rounds atomic.Int64
+}
+
+type statusRequest struct {
+	msg *nats.Msg
+	req *protocol.StatusRequest
+}
+
+// NewService returns a service that will talk over nc. Run starts it.
+func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	subj, err := protocol.NewSubjects(cfg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{
+		cfg: cfg, nc: nc, js: js, subj: subj, log: *cfg.Logger, m: cfg.Metrics,
+		rejectLog: cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 20, Period: time.Second}),
+		fold:      newFold(subj, cfg.MaxMessageBytes),
+		in:        make(chan record, 4096),
+		statusq:   make(chan statusRequest, 64),
+		snapq:     make(chan *Snapshot, 1),
+		ticked:    make(chan error, 1),
+		tickRound: -1,
+	}, nil
+}
+
+// Config returns the validated configuration, defaults filled in.
+func (s *Service) Config() ServiceConfig { return s.cfg }
+
+// Run replays the log, then serves until ctx is done. It returns nil after
+// a clean shutdown, or the error that stopped it.
+func (s *Service) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := openStorage(ctx, s.js, s.subj, &s.cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.checkConfig(ctx, st); err != nil {
+		return err
+	}
+	if s.expect, err = st.snapshot(ctx); err != nil {
+		s.log.Warn().Err(err).Msg("cannot read the stored snapshot; replaying without verification")
+	}
+	if s.catchUp, err = st.lastSeq(ctx); err != nil {
+		return err
+	}
+	s.started = time.Now()
+	s.log.Info().Str("stream", st.name).Uint64("records", s.catchUp).Msg("replaying the log")
+	cons, err := s.js.OrderedConsumer(ctx, st.name, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return fmt.Errorf("coordinator: log consumer: %w", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { s.receive(ctx, m) },
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			s.log.Warn().Err(err).Msg("log consumer")
+		}))
+	if err != nil {
+		return fmt.Errorf("coordinator: log consumer: %w", err)
+	}
+	defer cc.Stop()
+	subs, err := s.subscribe()
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.writeSnapshots(ctx, st) })
+	err = s.loop(ctx)
+	for _, sub := range subs {
+		_ = sub.Unsubscribe()
+	}
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// checkConfig appends the configuration record to a new log, and refuses a
+// log written with another configuration.
+func (s *Service) checkConfig(ctx context.Context, st *storage) error {
+	mine, err := newConfigRecord(s.cfg.Core, s.cfg.Policy, s.cfg.PolicyOptions)
+	if err != nil {
+		return err
+	}
+	logged, err := st.loggedConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("coordinator: reading the log's configuration: %w", err)
+	}
+	if logged != nil {
+		if !sameConfig(logged, &mine) {
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
+				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
+				st.name, logged.GPUs, logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
+		}
+		return nil
+	}
+	data, _ := jsonMarshal(mine)
+	_, err = s.js.Publish(ctx, s.subj.Prefix+"."+logConfig, data, jetstream.WithMsgID("config"))
+	return err
+}
+
+// receive runs on the consumer's goroutine: it hands a record to the loop.
+func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
+	r, err := recordOf(m)
+	if err != nil {
+		s.log.Error().Err(err).Msg("log record without metadata")
+		return
+	}
+	select {
+	case s.in <- r:
+	case <-ctx.Done():
+	}
+}
+
+func (s *Service) subscribe() ([]*nats.Subscription, error) {
+	reg, err := s.nc.Subscribe(s.subj.Register(), s.onRegister)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.nc.Subscribe(s.subj.Status(), s.onStatus)
+	if err != nil {
+		_ = reg.Unsubscribe()
+		return nil, err
+	}
+	for _, sub := range []*nats.Subscription{reg, st} {
+		_ = sub.SetPendingLimits(64<<10, 64<<20)
+	}
+	return []*nats.Subscription{reg, st}, nil
+}
+
+// loop is the one goroutine that owns the Core.
+func (s *Service) loop(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.log.Info().Int("next_round", s.nextRound()).Uint64("log_seq", s.fold.seq).Msg("coordinator stopping")
+			return nil
+		case r := <-s.in:
+			s.handle(r)
+		case req := <-s.statusq:
+			s.answerStatus(req)
+		case err := <-s.ticked:
+			if err != nil {
+				s.log.Warn().Err(err).Int("round", s.tickRound).Msg("cannot log the round tick; retrying")
+				s.tickRound = -1
+				s.tickWanted = time.Now().Add(min(time.Second, s.roundLength()))
+			}
+		case <-timer.C:
+			s.deadline = time.Time{}
+			s.fireTick(ctx)
+		}
+		s.arm(timer)
+	}
+}
+
+// arm sets the timer to the next thing due: the next tick, or the retry of
+// a tick record that did not come back.
+func (s *Service) arm(timer *time.Timer) {
+	if !s.live {
+		return
+	}
+	due := s.tickWanted
+	if s.tickRound >= 0 {
+		due = s.tickFired.Add(max(2*time.Second, s.roundLength()))
+	}
+	if due.Equal(s.deadline) {
+		return
+	}
+	timer.Stop()
+	s.deadline = due
+	timer.Reset(max(time.Until(due), 0))
+}
+
+func (s *Service) roundLength() time.Duration {
+	return time.Duration(s.cfg.Core.RoundSeconds * float64(time.Second))
+}
+
+func (s *Service) nextRound() int {
+	if s.fold.core == nil {
+		return 0
+	}
+	return s.fold.core.NextRound()
+}
+
+// fireTick appends the next round's tick record to the log; the round
+// starts when the record comes back through the consumer.
+func (s *Service) fireTick(ctx context.Context) {
+	if s.fold.core == nil {
+		return
+	}
+	round := s.fold.core.NextRound()
+	s.tickRound, s.tickFired = round, time.Now()
+	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round})
+	go func() {
+		_, err := s.js.Publish(ctx, s.subj.Prefix+"."+logTick, data, jetstream.WithMsgID(fmt.Sprintf("tick-%d", round)))
+		if ctx.Err() == nil {
+			s.ticked <- err
+		}
+	}()
+}
+
+// handle folds one record; once live it publishes what the record produced.
+func (s *Service) handle(r record) {
+	o := s.fold.apply(r)
+	s.seq.Store(r.Seq)
+	if s.cfg.onApply != nil {
+		s.cfg.onApply(r, &o)
+	}
+	if !s.live {
+		s.verify(r)
+		if r.Seq >= s.catchUp {
+			s.goLive()
+		}
+		return
+	}
+	s.m.logSeq.Set(float64(r.Seq))
+	switch o.kind {
+	case kindRegister:
+		s.answerRegister(&o)
+	case kindEvents:
+		s.m.observeEvents(&o, r.Time)
+		if o.err != nil {
+			s.rejectLog.Debug().Err(o.err).Str("job", o.job).Strs("reasons", o.rejected).Msg("events rejected")
+		}
+		s.publishLeases(o.exits)
+	case kindTick:
+		s.startRound(r, &o)
+	default:
+		if o.err != nil {
+			s.log.Warn().Err(o.err).Str("subject", r.Subject).Uint64("seq", r.Seq).Msg("log record ignored")
+		}
+	}
+}
+
+// goLive ends the replay: the state is now what the old coordinator had.
+func (s *Service) goLive() {
+	s.live = true
+	took := time.Since(s.started)
+	s.m.replaySeconds.Set(took.Seconds())
+	s.log.Info().Uint64("records", s.catchUp).Dur("took", took).Int("next_round", s.nextRound()).Msg("log replayed; serving")
+	now := time.Now()
+	s.tickWanted = now.Add(s.roundLength())
+	if last := s.fold.last; last != nil {
+		s.tickWanted = wall(last.Start).Add(s.roundLength())
+		if cfg := s.cfg.Core; now.Before(wall(last.Start + cfg.RoundSeconds + cfg.LeaseGraceSeconds)) {
+			s.publishLeases(last.Leases) // jobs may have missed them when the old coordinator died
+		}
+	}
+	s.ready.Store(true)
+}
+
+// verify compares the replayed state with the stored snapshot when the
+// replay reaches the record the snapshot covers.
+func (s *Service) verify(r record) {
+	if s.expect == nil || r.Seq != s.expect.Seq || s.fold.core == nil {
+		return
+	}
+	got, _, _ := digest(s.fold.core)
+	if got != s.expect.Digest {
+		s.m.snapshotErrors.Inc()
+		s.log.Error().Uint64("seq", r.Seq).Str("snapshot", s.expect.Digest).Str("replayed", got).
+			Msg("the replayed state differs from the stored snapshot")
+		return
+	}
+	s.log.Info().Uint64("seq", r.Seq).Int("round", s.expect.Round).Msg("replay matches the stored snapshot")
+}
+
+// Health is the service's readiness, as /healthz reports it.
+type Health struct {
+	OK        bool   `json:"ok"`
+	Replaying bool   `json:"replaying"`
+	Connected bool   `json:"connected"`
+	LogSeq    uint64 `json:"log_seq"`
+	Rounds    int64  `json:"rounds"`
+}
+
+// Health reports whether the service replayed its log and is connected.
+func (s *Service) Health() Health {
+	h := Health{Replaying: !s.ready.Load(), Connected: s.nc.IsConnected(), LogSeq: s.seq.Load(), Rounds: s.rounds.Load()}
+	h.OK = !h.Replaying && h.Connected
+	return h
+}
+
+var errNoReply = errors.New("coordinator: request without a reply subject")
