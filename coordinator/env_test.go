@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/shockwave-sched/shockwave/protocol"
 )
@@ -70,6 +72,10 @@ func (e *env) startService() {
 		e.t.Fatal(err)
 	}
 	cfg := e.scfg
+	if os.Getenv("SHOCKWAVE_TEST_LOG") != "" {
+		l := zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.DebugLevel)
+		cfg.Logger = &l
+	}
 	e.reg = prometheus.NewRegistry()
 	cfg.Metrics = NewMetrics(e.reg)
 	svc, err := NewService(nc, cfg)

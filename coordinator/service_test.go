@@ -141,3 +141,91 @@ func TestService_BadEventsAreCountedAndDroppedWithoutChangingState(t *testing.T)
 		t.Errorf("state changed: before %+v, after %+v", before, after)
 	}
 }
+
+func TestService_ASilentJobIsLostItsGPUGoesToAnotherAndItResumesWithItsProgress(t *testing.T) {
+	// Gavel's round mechanism re-allocates at most every 1000 s, so a job
+	// admitted later waits that long for GPUs; the Shockwave policy does not.
+	e := newEnv(t, 1, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy = "shockwave" })
+	nc := e.client()
+	aLeases := watchLeases(t, nc, e.subj.Lease("a"))
+	register(t, nc, e.subj, newJob("a", 1))
+	eventually(t, 10*time.Second, "a runs", func() bool {
+		_, ok := aLeases.find(func(l *protocol.Lease) bool { return l.Action == protocol.Run })
+		return ok
+	})
+	publishBatch(t, nc, e.subj, "a", progress(1, 500, 500, 0.05))
+	register(t, nc, e.subj, newJob("b", 1))
+	// b keeps reporting progress; a falls silent.
+	seq := uint64(0)
+	bTalks := func() {
+		seq++
+		publishBatch(t, nc, e.subj, "b", progress(seq, 10, int64(seq)*10, 0.01))
+		time.Sleep(10 * time.Millisecond)
+	}
+	eventually(t, 10*time.Second, "a is lost", func() bool {
+		bTalks()
+		r, _ := jobRow(status(t, nc, e.subj), "a")
+		return r.State == "lost"
+	})
+	row, _ := jobRow(status(t, nc, e.subj), "a")
+	if row.StepsDone != 500 || len(row.GPUs) != 0 {
+		t.Errorf("lost job row %+v", row)
+	}
+	if l, ok := aLeases.find(func(l *protocol.Lease) bool { return l.Action != protocol.Run }); !ok {
+		t.Errorf("a got no SUSPEND lease: %v", aLeases)
+	} else if l.Action != protocol.Suspend {
+		t.Errorf("a's revocation %+v", l)
+	}
+	eventually(t, 10*time.Second, "b holds the GPU", func() bool {
+		bTalks()
+		r, _ := jobRow(status(t, nc, e.subj), "b")
+		return len(r.GPUs) == 1
+	})
+	// a comes back (its SDK restarted): it re-registers and learns where it was.
+	rep := register(t, nc, e.subj, newJob("a", 1))
+	if rep.Error != nil || !rep.Resumed || rep.LastSeq != 1 || rep.StepsDone != 500 || rep.State != "pending" {
+		t.Errorf("resume reply %+v", rep)
+	}
+	publishBatch(t, nc, e.subj, "a", heartbeat(rep.LastSeq+1, rep.StepsDone))
+	eventually(t, 10*time.Second, "a is active again with its progress", func() bool {
+		r, _ := jobRow(status(t, nc, e.subj), "a")
+		return r.State == "active" && r.StepsDone == 500 && r.RunTime == 0.05
+	})
+	if got := counterValue(t, e.reg, "shockwave_jobs", "state", "active"); got != 2 {
+		t.Errorf("active jobs gauge %g", got)
+	}
+}
+
+func TestService_StatusReturnsTheJobTableAndTheLastPlan(t *testing.T) {
+	e := newEnv(t, 2, nil)
+	nc := e.client()
+	register(t, nc, e.subj, newJob("x", 1))
+	register(t, nc, e.subj, newJob("y", 2))
+	eventually(t, 10*time.Second, "a plan with both jobs", func() bool {
+		st := status(t, nc, e.subj)
+		return st.Plan != nil && len(st.Plan.Explain) == 2
+	})
+	st := status(t, nc, e.subj)
+	if st.Policy != "gandiva_fair" || st.GPUs != 2 || st.RoundSeconds != testRound || st.Recovering || st.LogSeq == 0 {
+		t.Errorf("status header %+v", st)
+	}
+	if len(st.Jobs) != 2 || st.Jobs[0].Job != "x" || st.Jobs[1].Job != "y" {
+		t.Errorf("job table %+v", st.Jobs)
+	}
+	m, err := nc.Request(e.subj.Status(), []byte(`{"v":1,"job":"y"}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := protocol.DecodeStatusReply(m.Data, 1<<20)
+	if err != nil || len(one.Jobs) != 1 || one.Jobs[0].Job != "y" {
+		t.Errorf("status of one job: %+v, %v", one, err)
+	}
+	m, err = nc.Request(e.subj.Status(), []byte(`{"v":3}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad protocol.StatusReply
+	if err := json.Unmarshal(m.Data, &bad); err != nil || bad.Error == nil || bad.Error.Code != protocol.CodeVersion {
+		t.Errorf("status request of version 3: %s", m.Data)
+	}
+}

@@ -1,0 +1,354 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// The durability claim: the coordinator's state is a fold of its log, so a
+// coordinator restarted at any moment — gracefully or by kill -9 — reaches
+// exactly the state an uninterrupted coordinator reaches from the same log,
+// and its next rounds' plans and leases are the ones the uninterrupted one
+// would make. The reference below is that uninterrupted coordinator: a fresh
+// fold over the stored log, read record by record, independent of the
+// service that wrote it.
+
+// reference folds the log's records 1..upTo and returns the fold and every
+// round's leases.
+func reference(t testing.TB, nc *nats.Conn, prefix string, upTo uint64) (*fold, map[int][]protocol.Lease) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := streamNames(prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFold(protocol.Subjects{Prefix: prefix}, protocol.DefaultMaxMessageBytes)
+	rounds := map[int][]protocol.Lease{}
+	for seq := uint64(1); seq <= upTo; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("log record %d: %v", seq, err)
+		}
+		o := f.apply(record{Seq: m.Sequence, Time: m.Time, Subject: m.Subject, Header: m.Header, Data: m.Data})
+		if o.round != nil {
+			rounds[o.round.Index] = o.round.Leases
+		}
+	}
+	return f, rounds
+}
+
+// sameState checks a status reply against the reference at its log position.
+func sameState(t testing.TB, st *protocol.StatusReply, ref *fold) {
+	t.Helper()
+	want := []protocol.JobInfo{}
+	for _, j := range ref.core.Jobs() {
+		want = append(want, jobInfo(&j))
+	}
+	gotJ, _ := json.Marshal(st.Jobs)
+	wantJ, _ := json.Marshal(want)
+	if !bytes.Equal(gotJ, wantJ) {
+		t.Errorf("job table at log record %d differs from the uninterrupted fold:\n got %s\nwant %s", st.LogSeq, gotJ, wantJ)
+	}
+	gotP, _ := json.Marshal(st.Plan)
+	wantP, _ := json.Marshal(planInfo(ref.core.LastPlan()))
+	if !bytes.Equal(gotP, wantP) {
+		t.Errorf("plan at log record %d differs from the uninterrupted fold:\n got %s\nwant %s", st.LogSeq, gotP, wantP)
+	}
+	if st.Round != ref.core.NextRound() {
+		t.Errorf("next round %d, uninterrupted %d", st.Round, ref.core.NextRound())
+	}
+}
+
+// sameLeases checks every lease published live for the rounds the reference
+// folded against the reference's lease of the same round and job. It
+// returns the rounds it compared.
+func sameLeases(t testing.TB, seen []protocol.Lease, ref map[int][]protocol.Lease, next int) map[int]bool {
+	t.Helper()
+	rounds := map[int]bool{}
+	for _, l := range seen {
+		if l.Round >= next {
+			continue // published after the status the reference stops at
+		}
+		var want *protocol.Lease
+		for i := range ref[l.Round] {
+			if ref[l.Round][i].Job == l.Job {
+				want = &ref[l.Round][i]
+			}
+		}
+		got, _ := json.Marshal(l)
+		if want == nil {
+			t.Errorf("published lease %s is not in the uninterrupted round %d", got, l.Round)
+			continue
+		}
+		if w, _ := json.Marshal(want); !bytes.Equal(got, w) {
+			t.Errorf("published lease %s, uninterrupted %s", got, w)
+		}
+		rounds[l.Round] = true
+	}
+	return rounds
+}
+
+// jobDriver plays the SDKs of some jobs: it registers them, then every
+// 20 ms reports progress for the jobs holding a RUN lease and a heartbeat
+// for the others. It survives coordinator restarts (nats.go reconnects and
+// buffers what it publishes meanwhile).
+type jobDriver struct {
+	t      testing.TB
+	nc     *nats.Conn
+	subj   protocol.Subjects
+	mu     sync.Mutex
+	run    map[string]bool
+	seq    map[string]uint64
+	done   map[string]int64
+	leases []protocol.Lease
+}
+
+func startJobs(t testing.TB, nc *nats.Conn, subj protocol.Subjects, ids []string, workers int) (*jobDriver, func()) {
+	d := &jobDriver{t: t, nc: nc, subj: subj, run: map[string]bool{}, seq: map[string]uint64{}, done: map[string]int64{}}
+	if _, err := nc.Subscribe(subj.AllLeases(), d.onLease); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		d.register(newJob(id, workers))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				d.report(ids)
+			}
+		}
+	})
+	return d, func() { cancel(); wg.Wait() }
+}
+
+// register retries until the coordinator answers: a reply lost to a crash
+// is retried, and the retry resumes the job.
+func (d *jobDriver) register(r protocol.Register) {
+	data, _ := json.Marshal(r)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := d.nc.Request(d.subj.Register(), data, time.Second)
+		if err != nil {
+			continue
+		}
+		rep, err := protocol.DecodeRegisterReply(m.Data, 0)
+		if err != nil || rep.Error != nil {
+			d.t.Fatalf("register %s: %v %v", r.Job, err, rep.Error)
+		}
+		return
+	}
+	d.t.Fatalf("register %s: no answer", r.Job)
+}
+
+func (d *jobDriver) onLease(m *nats.Msg) {
+	l, err := protocol.DecodeLease(m.Data, 0)
+	if err != nil {
+		d.t.Errorf("bad lease: %v", err)
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.leases = append(d.leases, *l)
+	d.run[l.Job] = l.Action == protocol.Run
+}
+
+func (d *jobDriver) report(ids []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range ids {
+		d.seq[id]++
+		ev := heartbeat(d.seq[id], d.done[id])
+		if d.run[id] {
+			d.done[id] += 20
+			ev = progress(d.seq[id], 20, d.done[id], 0.02)
+		}
+		publishBatch(d.t, d.nc, d.subj, id, ev)
+	}
+}
+
+func (d *jobDriver) seen() []protocol.Lease {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]protocol.Lease(nil), d.leases...)
+}
+
+func TestDurability_AGracefulRestartReplaysToTheStateOfAnUninterruptedRun(t *testing.T) {
+	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy = "shockwave" })
+	nc := e.client(nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
+	ids := []string{"a", "b", "c", "d"}
+	d, stop := startJobs(t, nc, e.subj, ids, 1)
+	defer stop()
+	eventually(t, 10*time.Second, "five rounds", func() bool { return e.svc.Health().Rounds >= 5 })
+	e.close()
+	e.start() // the same data directory
+	eventually(t, 10*time.Second, "three more rounds", func() bool { return e.svc.Health().Rounds >= 3 })
+	st := status(t, e.client(), e.subj)
+	ref, rounds := reference(t, e.client(), e.subj.Prefix, st.LogSeq)
+	sameState(t, st, ref)
+	sameLeases(t, d.seen(), rounds, st.Round)
+	if len(st.Jobs) != len(ids) {
+		t.Errorf("jobs after the restart: %+v", st.Jobs)
+	}
+	if n := counterValue(t, e.reg, "shockwave_snapshot_errors_total", "", ""); n != 0 {
+		t.Errorf("%g snapshot errors", n)
+	}
+}
+
+// TestDurability_ChildCoordinator is the coordinator process of the kill -9
+// test; it runs only when that test starts it.
+func TestDurability_ChildCoordinator(t *testing.T) {
+	dir, listen := os.Getenv("SHOCKWAVE_CHILD_DIR"), os.Getenv("SHOCKWAVE_CHILD_LISTEN")
+	if dir == "" {
+		t.Skip("started by TestDurability_KillNineAtAnyMoment")
+	}
+	emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: listen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := NewService(nc, childConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Fatal(svc.Run(context.Background())) // runs until killed
+}
+
+func childConfig() ServiceConfig {
+	l := newStderrLogger()
+	return ServiceConfig{Core: Config{GPUs: 2, RoundSeconds: testRound, JobTimeoutSeconds: 60},
+		Policy: "shockwave", Logger: &l}
+}
+
+func TestDurability_KillNineAtAnyMomentLosesNothingAndChangesNoPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts coordinator processes")
+	}
+	dir, listen := t.TempDir(), freeAddr(t)
+	var logs lockedBuffer
+	child := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDurability_ChildCoordinator$")
+		cmd.Env = append(os.Environ(), "SHOCKWAVE_CHILD_DIR="+dir, "SHOCKWAVE_CHILD_LISTEN="+listen)
+		cmd.Stderr, cmd.Stdout = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	cmd := child()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	nc := dialEventually(t, "nats://"+listen)
+	waitServing(t, nc, subj)
+	d, stop := startJobs(t, nc, subj, []string{"j0", "j1", "j2", "j3", "j4"}, 1)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	for kill := range 4 {
+		time.Sleep(time.Duration(150+rng.IntN(450)) * time.Millisecond)
+		if err := cmd.Process.Kill(); err != nil { // SIGKILL
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		cmd = child()
+		waitServing(t, nc, subj)
+		t.Logf("restart %d: replayed %d log records", kill+1, status(t, nc, subj).LogSeq)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	st := status(t, nc, subj)
+	ref, rounds := reference(t, nc, subj.Prefix, st.LogSeq)
+	sameState(t, st, ref)
+	seen := sameLeases(t, d.seen(), rounds, st.Round)
+	if len(st.Jobs) != 5 {
+		t.Errorf("jobs after four kills: %+v", st.Jobs)
+	}
+	t.Logf("%d log records, %d rounds, leases of %d rounds compared", st.LogSeq, st.Round, len(seen))
+	if strings.Contains(logs.String(), "differs from the stored snapshot") {
+		t.Errorf("a replay disagreed with its snapshot:\n%s", logs.String())
+	}
+	if t.Failed() {
+		t.Logf("coordinator logs:\n%s", logs.String())
+	}
+}
+
+// lockedBuffer collects the output of child processes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func dialEventually(t testing.TB, url string) *nats.Conn {
+	var nc *nats.Conn
+	eventually(t, 30*time.Second, "the coordinator accepts connections", func() bool {
+		var err error
+		nc, err = nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+			nats.ReconnectBufSize(64<<20))
+		return err == nil
+	})
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// waitServing waits until a coordinator answers status and has replayed.
+func waitServing(t testing.TB, nc *nats.Conn, subj protocol.Subjects) {
+	eventually(t, 30*time.Second, "the coordinator serves", func() bool {
+		m, err := nc.Request(subj.Status(), nil, 500*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		st, err := protocol.DecodeStatusReply(m.Data, 64<<20)
+		return err == nil && st.Error == nil && !st.Recovering
+	})
+}
+
+func newStderrLogger() zerolog.Logger { return zerolog.New(os.Stderr).With().Timestamp().Logger() }
