@@ -159,6 +159,7 @@ func (s *Service) Config() ServiceConfig { return s.cfg }
 func (s *Service) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer s.ready.Store(false)
 	st, err := openStorage(ctx, s.js, s.subj, &s.cfg)
 	if err != nil {
 		return err
