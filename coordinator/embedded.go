@@ -55,7 +55,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		cfg.MaxPayload = 8 << 20
 	}
 	opts := &server.Options{
-		ServerName: "shockwave", JetStream: true, StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
+		ServerName: "shockwave", JetStream: true, StoreDir: cfg.DataDir, // the server stores under StoreDir/jetstream
 		MaxPayload: cfg.MaxPayload, DontListen: cfg.DontListen, NoSigs: true, NoLog: cfg.Logger == nil,
 	}
 	if !cfg.DontListen {
@@ -167,7 +167,7 @@ func splitListen(listen string) (string, int, error) {
 // natsLogger forwards the embedded server's logs to zerolog.
 type natsLogger struct{ l zerolog.Logger }
 
-func (n natsLogger) Noticef(f string, v ...any) { n.l.Info().Msgf(f, v...) }
+func (n natsLogger) Noticef(f string, v ...any) { n.l.Debug().Msgf(f, v...) }
 func (n natsLogger) Warnf(f string, v ...any)   { n.l.Warn().Msgf(f, v...) }
 func (n natsLogger) Fatalf(f string, v ...any)  { n.l.Error().Msgf(f, v...) }
 func (n natsLogger) Errorf(f string, v ...any)  { n.l.Error().Msgf(f, v...) }

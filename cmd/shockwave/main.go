@@ -1,8 +1,11 @@
 // Command shockwave is the one binary of the Shockwave scheduler: the
 // coordinator service, the trace-driven simulator, and the tools around them.
 //
-//	shockwave simulate [flags]   compare Shockwave with the baselines on a trace
-//	shockwave version            print the version
+//	shockwave coordinator [flags]  run the coordinator service (embedded NATS by default)
+//	shockwave status [flags]       print a running coordinator's job table and last plan
+//	shockwave creds issue JOB      print per-job NATS credentials
+//	shockwave simulate [flags]     compare Shockwave with the baselines on a trace
+//	shockwave version              print the version
 //
 // Run "shockwave <command> -h" for a command's flags.
 package main

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+
+	"github.com/shockwave-sched/shockwave/coordinator"
+	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+func init() {
+	commands["coordinator"] = command{summary: "run the coordinator service (embedded NATS by default)", run: runCoordinator}
+}
+
+// signalContext is how the coordinator learns to stop; tests replace it.
+var signalContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+type coordFlags struct {
+	listen, natsURL, natsCreds, dataDir, policy, config, http, prefix string
+	auth, token, tokenFile, logFormat, logLevel                       string
+	gpus, maxMessage, replicas                                        int
+	round, jobTimeout, leaseGrace                                     time.Duration
+}
+
+func (f *coordFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
+	fs.StringVar(&f.natsURL, "nats-url", "", "connect to this NATS cluster instead of embedding a server")
+	fs.StringVar(&f.natsCreds, "nats-creds", "", "credentials `FILE` for --nats-url")
+	fs.StringVar(&f.dataDir, "data-dir", "./shockwave-data", "JetStream storage and credentials of the embedded server")
+	fs.IntVar(&f.gpus, "gpus", 0, "number of GPUs to schedule (required)")
+	fs.DurationVar(&f.round, "round", 120*time.Second, "round length (at least 1s)")
+	fs.StringVar(&f.policy, "policy", "shockwave", "allocation policy: "+strings.Join(policy.Names(), ", "))
+	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (JSON, e.g. the original's Shockwave config)")
+	fs.StringVar(&f.http, "http", "", "serve /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off)")
+	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
+	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")
+	fs.DurationVar(&f.leaseGrace, "lease-grace", 0, "added to a lease's end to form its expiry (default a quarter round)")
+	fs.IntVar(&f.maxMessage, "max-message", protocol.DefaultMaxMessageBytes, "size limit of one message, in bytes")
+	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the log stream and snapshot bucket (clustered NATS)")
+	fs.StringVar(&f.auth, "auth", "none", "embedded server authentication: none, token or creds")
+	fs.StringVar(&f.token, "token", "", "shared token (--auth token; default $SHOCKWAVE_TOKEN)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the shared token from `FILE`")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+func runCoordinator(args []string, _, stderr io.Writer) error {
+	var f coordFlags
+	fs := newFlags("coordinator", stderr)
+	f.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	scfg, mode, err := f.validate()
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	scfg.Logger = &log
+	ctx, stop := signalContext()
+	defer stop()
+	nc, shutdown, err := f.connect(&log, mode)
+	if err != nil {
+		return err
+	}
+	defer shutdown()
+	defer nc.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	scfg.Metrics = coordinator.NewMetrics(reg)
+	svc, err := coordinator.NewService(nc, scfg)
+	if err != nil {
+		return usageError{err}
+	}
+	if f.http != "" {
+		srv, err := serveHTTP(f.http, coordinator.Handler(reg, svc), &log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	cfg := svc.Config()
+	log.Info().Str("policy", cfg.Policy).Int("gpus", cfg.Core.GPUs).Float64("round_s", cfg.Core.RoundSeconds).
+		Float64("job_timeout_s", cfg.Core.JobTimeoutSeconds).Str("prefix", cfg.Prefix).Msg("coordinator starting")
+	err = svc.Run(ctx)
+	log.Info().Msg("coordinator stopped")
+	return err
+}
+
+// validate checks the flags and builds the service configuration.
+func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode, error) {
+	var cfg coordinator.ServiceConfig
+	switch {
+	case f.gpus <= 0:
+		return cfg, "", badInput("--gpus: GPU count must be positive, got %d", f.gpus)
+	case f.round < time.Second || f.round > 24*time.Hour:
+		return cfg, "", badInput("--round: %v out of range [1s, 24h]", f.round)
+	case f.jobTimeout < 0 || (f.jobTimeout > 0 && f.jobTimeout < f.round):
+		return cfg, "", badInput("--job-timeout: %v must be at least one round (%v)", f.jobTimeout, f.round)
+	case f.leaseGrace < 0 || f.leaseGrace > f.round:
+		return cfg, "", badInput("--lease-grace: %v out of range [0, %v]", f.leaseGrace, f.round)
+	case f.maxMessage < 1024 || f.maxMessage > 64<<20:
+		return cfg, "", badInput("--max-message: %d out of range [1024, %d]", f.maxMessage, 64<<20)
+	case f.replicas < 1 || f.replicas > 5:
+		return cfg, "", badInput("--replicas: %d out of range [1, 5]", f.replicas)
+	case f.logFormat != "json" && f.logFormat != "console":
+		return cfg, "", badInput("--log-format: unknown format %q (want json or console)", f.logFormat)
+	}
+	if err := protocol.ValidatePrefix(f.prefix); err != nil {
+		return cfg, "", usageError{err}
+	}
+	mode, err := coordinator.ParseAuthMode(f.auth)
+	if err != nil {
+		return cfg, "", usageError{err}
+	}
+	if f.natsURL != "" && mode != coordinator.AuthNone {
+		return cfg, "", badInput("--auth configures the embedded server; with --nats-url use --nats-creds or --token")
+	}
+	name, err := policy.Canonical(f.policy)
+	if err != nil {
+		return cfg, "", usageError{err}
+	}
+	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas,
+		Core: coordinator.Config{GPUs: f.gpus, RoundSeconds: f.round.Seconds(),
+			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
+	if f.config != "" {
+		raw, err := os.ReadFile(f.config)
+		if err != nil {
+			return cfg, "", badInput("--config: %v", err)
+		}
+		if !json.Valid(raw) {
+			return cfg, "", badInput("--config: %s is not valid JSON", f.config)
+		}
+		cfg.PolicyOptions.Config = json.RawMessage(raw)
+	}
+	if f.tokenFile != "" {
+		raw, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return cfg, "", badInput("--token-file: %v", err)
+		}
+		f.token = strings.TrimSpace(string(raw))
+	}
+	if f.token == "" {
+		f.token = os.Getenv("SHOCKWAVE_TOKEN")
+	}
+	if mode == coordinator.AuthToken && f.token == "" {
+		return cfg, "", badInput("--auth token needs --token, --token-file or $SHOCKWAVE_TOKEN")
+	}
+	return cfg, mode, nil
+}
+
+// connect embeds a server or dials the cluster; shutdown stops what it
+// started.
+func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*nats.Conn, func(), error) {
+	if f.natsURL != "" {
+		opts := []nats.Option{nats.Name("shockwave-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second)}
+		if f.natsCreds != "" {
+			opts = append(opts, nats.UserCredentials(f.natsCreds))
+		}
+		if f.token != "" {
+			opts = append(opts, nats.Token(f.token))
+		}
+		nc, err := nats.Connect(f.natsURL, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to %s: %w", f.natsURL, err)
+		}
+		log.Info().Str("url", f.natsURL).Msg("connected to NATS")
+		return nc, func() {}, nil
+	}
+	if mode == coordinator.AuthNone && !coordinator.IsLoopback(f.listen) {
+		log.Warn().Str("listen", f.listen).Msg("no authentication on a non-loopback address: anyone who reaches it can register jobs and publish events; use --auth token or --auth creds")
+	}
+	emb, err := coordinator.StartEmbedded(coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir,
+		Auth: mode, Token: f.token, Prefix: f.prefix, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info().Str("url", emb.ClientURL()).Str("data_dir", f.dataDir).Str("auth", string(mode)).Msg("embedded NATS with JetStream started")
+	if mode == coordinator.AuthCreds {
+		log.Info().Str("authority", filepath.Join(f.dataDir, "auth")).
+			Msg("per-job credentials: shockwave creds issue --data-dir " + f.dataDir + " JOB")
+	}
+	nc, err := emb.Connect()
+	if err != nil {
+		emb.Shutdown()
+		return nil, nil, err
+	}
+	return nc, emb.Shutdown, nil
+}
+
+func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		return zerolog.Logger{}, badInput("--log-level: unknown level %q", level)
+	}
+	if format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func serveHTTP(addr string, h http.Handler, log *zerolog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, badInput("--http: %v", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("http server")
+		}
+	}()
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics and /healthz")
+	return srv, nil
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCoordinator_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
+	badJSON := writeFile(t, "cfg.json", "{nope")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no GPUs", []string{}, "--gpus"},
+		{"round under 1s", []string{"--gpus", "2", "--round", "500ms"}, "--round"},
+		{"unknown policy", []string{"--gpus", "2", "--policy", "fifo9"}, "fifo9"},
+		{"unknown auth", []string{"--gpus", "2", "--auth", "kerberos"}, "kerberos"},
+		{"token mode without a token", []string{"--gpus", "2", "--auth", "token"}, "--token"},
+		{"bad prefix", []string{"--gpus", "2", "--prefix", "a.*"}, "prefix"},
+		{"job timeout under a round", []string{"--gpus", "2", "--job-timeout", "1s", "--round", "10s"}, "--job-timeout"},
+		{"tiny message limit", []string{"--gpus", "2", "--max-message", "10"}, "--max-message"},
+		{"bad log format", []string{"--gpus", "2", "--log-format", "xml"}, "--log-format"},
+		{"bad policy config", []string{"--gpus", "2", "--config", badJSON}, "--config"},
+		{"auth with an external cluster", []string{"--gpus", "2", "--nats-url", "nats://x:1", "--auth", "creds"}, "--auth"},
+		{"stray argument", []string{"--gpus", "2", "extra"}, "extra"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("SHOCKWAVE_TOKEN", "")
+			code, out, errOut := runCLI(append([]string{"coordinator"}, c.args...)...)
+			if code != 2 || out != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			if lines := strings.Split(strings.TrimSpace(errOut), "\n"); len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("stderr %q, want one line mentioning %q", errOut, c.want)
+			}
+		})
+	}
+}
+
+// startCoordinator runs `shockwave coordinator` in-process until the test
+// ends, as SIGINT would stop it.
+func startCoordinator(t *testing.T, args ...string) (url string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	saved := signalContext
+	signalContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
+	done := make(chan int, 1)
+	var stderr strings.Builder
+	go func() {
+		code, _, errOut := runCLI(append([]string{"coordinator", "--listen", addr, "--round", "1s"}, args...)...)
+		stderr.WriteString(errOut)
+		done <- code
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("coordinator exit %d:\n%s", code, stderr.String())
+		}
+		signalContext = saved
+	})
+	return "nats://" + addr
+}
+
+func statusEventually(t *testing.T, args ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errOut := runCLI(append([]string{"status", "--timeout", "500ms"}, args...)...)
+		if code == 0 && strings.Contains(out, "plan of round") {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status: exit %d, %s%s", code, out, errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestCoordinator_StatusPrintsTheJobTableAndPlanOfARunningCoordinator(t *testing.T) {
+	url := startCoordinator(t, "--gpus", "4", "--data-dir", t.TempDir(), "--policy", "gavel", "--log-level", "warn")
+	out := statusEventually(t, "--nats-url", url)
+	for _, want := range []string{"policy gavel", "4 GPUs", "1s rounds", "JOB", "plan of round"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ := runCLI("status", "--nats-url", url, "--format", "json")
+	if code != 0 || !strings.Contains(out, `"policy": "gavel"`) {
+		t.Errorf("json status: exit %d\n%s", code, out)
+	}
+}
+
+func TestCreds_IssuedCredentialsReachTheCoordinator(t *testing.T) {
+	dir := t.TempDir()
+	url := startCoordinator(t, "--gpus", "2", "--data-dir", dir, "--auth", "creds", "--log-level", "warn")
+	code, creds, errOut := runCLI("creds", "issue", "--data-dir", dir, "--admin", "ops")
+	for code != 0 && strings.Contains(errOut, "no credentials authority") {
+		time.Sleep(20 * time.Millisecond) // the coordinator creates it at start
+		code, creds, errOut = runCLI("creds", "issue", "--data-dir", dir, "--admin", "ops")
+	}
+	if code != 0 || !strings.Contains(creds, "BEGIN NATS USER JWT") || !strings.Contains(creds, "BEGIN USER NKEY SEED") {
+		t.Fatalf("creds issue: exit %d %s", code, errOut)
+	}
+	path := filepath.Join(t.TempDir(), "ops.creds")
+	if err := os.WriteFile(path, []byte(creds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	statusEventually(t, "--nats-url", url, "--creds", path)
+	if code, _, errOut := runCLI("status", "--nats-url", url, "--timeout", "1s"); code != 1 || !strings.Contains(errOut, "Authorization Violation") {
+		t.Errorf("status without credentials: exit %d %s", code, errOut)
+	}
+	if code, out, _ := runCLI("creds", "issue", "--data-dir", dir, "job-7"); code != 0 || !strings.Contains(out, "NATS USER JWT") {
+		t.Errorf("job credentials: exit %d", code)
+	}
+	for _, args := range [][]string{{"creds", "issue", "--data-dir", dir, "bad.id"}, {"creds", "issue", "--data-dir", t.TempDir(), "j"}, {"creds", "mint", "j"}} {
+		if code, _, errOut := runCLI(args...); code != 2 || len(strings.Split(strings.TrimSpace(errOut), "\n")) != 1 {
+			t.Errorf("%v: exit %d %q", args, code, errOut)
+		}
+	}
+}

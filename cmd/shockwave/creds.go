@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/shockwave-sched/shockwave/coordinator"
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+func init() {
+	commands["creds"] = command{summary: "issue per-job NATS credentials (creds issue JOB)", run: runCreds}
+}
+
+func runCreds(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "issue" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(stderr, "usage: shockwave creds issue [flags] JOB")
+			return nil
+		}
+		return badInput("usage: shockwave creds issue [flags] JOB")
+	}
+	fs := newFlags("creds issue", stderr)
+	dataDir := fs.String("data-dir", "./shockwave-data", "data directory of a coordinator run with --auth creds")
+	prefix := fs.String("prefix", protocol.DefaultPrefix, "subject prefix of the coordinator")
+	expires := fs.Duration("expires", 0, "validity of the credentials (default: no expiry)")
+	admin := fs.Bool("admin", false, "issue operator credentials that may read the status subject, named NAME")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() != 1 {
+		return badInput("creds issue: want exactly one JOB (or NAME with --admin), got %d arguments", fs.NArg())
+	}
+	name := fs.Arg(0)
+	if *expires < 0 {
+		return badInput("--expires: %v is negative", *expires)
+	}
+	subj, err := protocol.NewSubjects(*prefix)
+	if err != nil {
+		return usageError{err}
+	}
+	dir := filepath.Join(*dataDir, "auth")
+	if _, err := os.Stat(dir); err != nil {
+		return badInput("no credentials authority in %s: start the coordinator once with --auth creds --data-dir %s", dir, *dataDir)
+	}
+	auth, err := coordinator.LoadAuthority(dir, false)
+	if err != nil {
+		return err
+	}
+	var creds []byte
+	if *admin {
+		creds, err = auth.IssueAdmin(subj, name, *expires)
+	} else {
+		creds, err = auth.IssueJob(subj, name, *expires)
+	}
+	if err != nil {
+		return usageError{err}
+	}
+	_, err = stdout.Write(creds)
+	return err
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+func init() {
+	commands["status"] = command{summary: "print the job table and the last plan of a running coordinator", run: runStatus}
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("status", stderr)
+	url := fs.String("nats-url", nats.DefaultURL, "NATS address of the coordinator")
+	creds := fs.String("creds", "", "credentials `FILE` (shockwave creds issue --admin)")
+	token := fs.String("token", "", "shared token (--auth token)")
+	prefix := fs.String("prefix", protocol.DefaultPrefix, "subject prefix")
+	job := fs.String("job", "", "show only this job")
+	format := fs.String("format", "table", "output format: table or json")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the coordinator")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *format != "table" && *format != "json" {
+		return badInput("--format: unknown format %q (want table or json)", *format)
+	}
+	subj, err := protocol.NewSubjects(*prefix)
+	if err != nil {
+		return usageError{err}
+	}
+	if *job != "" {
+		if err := protocol.ValidateJobID("status", *job); err != nil {
+			return usageError{err}
+		}
+	}
+	opts := []nats.Option{nats.Name("shockwave-status"), nats.Timeout(*timeout)}
+	if *creds != "" {
+		opts = append(opts, nats.UserCredentials(*creds))
+	}
+	if *token != "" {
+		opts = append(opts, nats.Token(*token))
+	}
+	nc, err := nats.Connect(*url, opts...)
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", *url, err)
+	}
+	defer nc.Close()
+	req, _ := json.Marshal(protocol.StatusRequest{V: protocol.Version, Job: *job})
+	m, err := nc.Request(subj.Status(), req, *timeout)
+	if err != nil {
+		return fmt.Errorf("no answer on %s from a coordinator at %s: %w", subj.Status(), *url, err)
+	}
+	rep, err := protocol.DecodeStatusReply(m.Data, 1<<30)
+	if err != nil {
+		return err
+	}
+	if rep.Error != nil {
+		return fmt.Errorf("coordinator: %s", rep.Error.Message)
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return printStatus(stdout, rep)
+}
+
+// printStatus writes the job table and the last plan for people.
+func printStatus(w io.Writer, r *protocol.StatusReply) error {
+	state := ""
+	if r.Recovering {
+		state = " · RECOVERING (replaying its log)"
+	}
+	fmt.Fprintf(w, "policy %s · %d GPUs · %gs rounds · next round %d · log record %d%s\n\n",
+		r.Policy, r.GPUs, r.RoundSeconds, r.Round, r.LogSeq, state)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTATE\tMODEL\tWORKERS\tBS\tSTEPS\tEPOCH\tSTEPS/S\tRUN TIME\tLAST RUN\tGPUS")
+	for _, j := range r.Jobs {
+		gpus := "-"
+		if len(j.GPUs) > 0 {
+			gpus = strings.Trim(fmt.Sprint(j.GPUs), "[]")
+		}
+		last := "-"
+		if j.LastRun >= 0 {
+			last = fmt.Sprint(j.LastRun)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%.3g\t%s\t%s\t%s\n", j.Job, j.State, j.Model, j.Workers,
+			j.BatchSize, j.StepsDone, j.TotalSteps, j.Epoch, j.Throughput,
+			(time.Duration(j.RunTime) * time.Second).String(), last, gpus)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Plan == nil {
+		_, err := fmt.Fprintln(w, "\nno round scheduled yet")
+		return err
+	}
+	how := "followed the stored plan"
+	if r.Plan.Solved {
+		how = "re-solved"
+	}
+	run := strings.Join(r.Plan.Run, " ")
+	if run == "" {
+		run = "nothing"
+	}
+	fmt.Fprintf(w, "\nplan of round %d (%s): run %s\n", r.Plan.Round, how, run)
+	if r.Plan.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", r.Plan.Note)
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tRUN\tSHARE\tROUNDS\tFORECAST\tFAIR FINISH\tρ\tWHY NOT")
+	for _, e := range r.Plan.Explain {
+		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%d\t%s\t%s\t%.2f\t%s\n", e.Job, e.Run, e.Share, e.PlannedRounds,
+			secs(e.ForecastRemaining), secs(e.FairShareFinish), e.ProjectedRho, e.Reason)
+	}
+	return tw.Flush()
+}
+
+func secs(s float64) string {
+	if s == 0 {
+		return "-"
+	}
+	return (time.Duration(s) * time.Second).String()
+}
