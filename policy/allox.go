@@ -133,6 +133,9 @@ func (c *alloxCost) At(i, j int) float64 {
 	return float64(float64(j/c.gpus+1)*c.p[i]) + c.age[i] // no fused multiply-add
 }
 
+// BlockSize is the GPU count: the columns of one position are identical.
+func (c *alloxCost) BlockSize() int { return c.gpus }
+
 // FillRow writes row i level by level.
 func (c *alloxCost) FillRow(i int, dst []float64) {
 	for r := range len(c.p) {

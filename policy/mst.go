@@ -62,22 +62,63 @@ func (MaxSumThroughput) Allocate(s *Snapshot) ([]float64, error) {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return ratio[order[a]] > ratio[order[b]] })
-	lambda := knapsackFill(s, ratio, order, x)
-	for i, j := range s.Jobs {
-		d := math.Max(j.Throughput, 0) - lambda*float64(j.Workers)
-		switch {
-		case x[i] == 1 && d > 0:
-			x[i] = 1 - math.Min(interiorGap/d, 0.5)
-		case x[i] == 0 && d < 0:
-			x[i] = math.Min(interiorGap/-d, 0.5)
-		}
-	}
+	lambda, group := knapsackFill(s, ratio, order, x)
+	offsetBounds(s, x, lambda, group)
 	return x, nil
 }
 
+// offsetBounds moves the jobs at 0 or 1 inside by interiorGap over their
+// reduced cost, and keeps the GPUs within capacity as the solver did: the
+// tied group (if any) gives back what the offsets add, or else the offsets
+// at 0 shrink to what the offsets at 1 free.
+func offsetBounds(s *Snapshot, x []float64, lambda float64, group []int) {
+	off := make([]float64, len(x))
+	tied := make([]bool, len(x))
+	for _, i := range group {
+		tied[i] = true
+	}
+	var added, freed float64
+	for i, j := range s.Jobs {
+		w := float64(j.Workers)
+		d := math.Max(j.Throughput, 0) - lambda*w
+		switch {
+		case x[i] == 1 && d > 0 && !tied[i]:
+			off[i] = -math.Min(interiorGap/d, 0.5)
+			freed -= w * off[i]
+		case x[i] == 0 && d < 0 && !tied[i]:
+			off[i] = math.Min(interiorGap/-d, 0.5)
+			added += w * off[i]
+		}
+	}
+	excess := added - freed
+	if excess > 0 && len(group) > 0 {
+		w := make([]float64, len(group))
+		share := 0.0
+		for k, i := range group {
+			w[k] = float64(s.Jobs[i].Workers)
+			share += w[k] * x[i]
+		}
+		for k, v := range splitEvenly(w, share-excess) {
+			x[group[k]] = v
+		}
+		excess = 0
+	}
+	scale := 1.0
+	if excess > 0 {
+		scale = freed / added
+	}
+	for i := range x {
+		if off[i] > 0 {
+			x[i] += scale * off[i]
+		} else {
+			x[i] += off[i]
+		}
+	}
+}
+
 // knapsackFill sets x to the analytic centre of the LP's optimal face and
-// returns the GPU price λ.
-func knapsackFill(s *Snapshot, ratio []float64, order []int, x []float64) float64 {
+// returns the GPU price λ and the tied group that shares the remainder.
+func knapsackFill(s *Snapshot, ratio []float64, order []int, x []float64) (float64, []int) {
 	left := float64(s.GPUs)
 	for a := 0; a < len(order); {
 		b := a
@@ -94,20 +135,21 @@ func knapsackFill(s *Snapshot, ratio []float64, order []int, x []float64) float6
 			left -= width
 			a = b
 			if left == 0 && b < len(order) {
-				return (ratio[order[a-1]] + ratio[order[b]]) / 2
+				return (ratio[order[a-1]] + ratio[order[b]]) / 2, nil
 			}
 			continue
 		}
-		if left > 0 {
-			w := make([]float64, len(group))
-			for k, i := range group {
-				w[k] = float64(s.Jobs[i].Workers)
-			}
-			for k, v := range splitEvenly(w, left) {
-				x[group[k]] = v
-			}
+		if left <= 0 {
+			return ratio[order[a]], nil
 		}
-		return ratio[order[a]]
+		w := make([]float64, len(group))
+		for k, i := range group {
+			w[k] = float64(s.Jobs[i].Workers)
+		}
+		for k, v := range splitEvenly(w, left) {
+			x[group[k]] = v
+		}
+		return ratio[order[a]], group
 	}
-	return 0
+	return 0, nil
 }
