@@ -1,7 +1,7 @@
 # The README's commands. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test check build bench fuzz-short clean
+.PHONY: test check build bench fuzz-short results clean
 
 # Every test: formatting, vet, and the whole suite.
 test: check
@@ -33,3 +33,13 @@ fuzz-short:
 
 clean:
 	rm -rf bin
+
+# The four experiments of the README's results section (needs ../shared/data,
+# the original traces and configs). Writes results/*.txt and charts.
+DATA ?= ../shared/data
+results: build
+	@mkdir -p results
+	bin/shockwave simulate --trace $(DATA)/shockwave-traces/120jobs-32gpus.trace --throughputs tacc --gpus 32 --config $(DATA)/shockwave-config-tacc_32gpus.json --plot results/32gpus > results/32gpus.txt
+	bin/shockwave simulate --trace $(DATA)/shockwave-traces/220jobs-64gpus.trace --throughputs wisr --gpus 64 --config $(DATA)/shockwave-config-scale_64gpus.json --plot results/64gpus > results/64gpus.txt
+	bin/shockwave simulate --trace $(DATA)/shockwave-traces/460jobs-128gpus.trace --throughputs wisr --gpus 128 --config $(DATA)/shockwave-config-scale_128gpus.json --plot results/128gpus > results/128gpus.txt
+	bin/shockwave simulate --trace $(DATA)/shockwave-traces/900jobs-256gpus.trace --throughputs wisr --gpus 256 --config $(DATA)/shockwave-config-scale_256gpus.json --plot results/256gpus > results/256gpus.txt
