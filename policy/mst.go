@@ -33,6 +33,13 @@ const interiorGap = 1e-9
 // filled exactly; 0 when everything fits), as the solver's tiny positive
 // values were (spec §5.5).
 //
+// Fidelity: on the released 120-job, 32-GPU run the schedules agree up to
+// round 49, where the last free GPU goes to one of several jobs that the
+// solver left at tiny values differing only by its numerical noise; the
+// makespan is within 0.4 % and the average JCT within 0.7 % (without the
+// offsets, ties still split evenly, it is 0.8 % / 0.7 % off and diverges at
+// round 29).
+//
 // It keeps no state.
 type MaxSumThroughput struct{}
 

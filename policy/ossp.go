@@ -30,6 +30,11 @@ import (
 // spare capacity (at least ~5 % of G, because the bisection stops within a
 // factor 1.05 of the threshold) over all jobs.
 //
+// Fidelity: ECOS stops near, not at, that centre, so the schedules of the
+// released 120-job, 32-GPU run diverge at the first contended
+// re-allocation (round 19); the makespan is within 0.1 % and the average
+// JCT within 0.8 %.
+//
 // Jobs with a non-positive throughput cannot meet any horizon (the original
 // would search forever); they get x = 0 and are left out of the search. It
 // keeps no state.

@@ -107,3 +107,38 @@ func TestThemis_NonConvexModelFallsBackToIsolatedShares(t *testing.T) {
 		t.Fatalf("C_1 = %v, want 600 (counted twice, as the original)", got)
 	}
 }
+
+func TestThemis_SpareCapacityPointIsTheCentreOfTheLiftedOptimalFace(t *testing.T) {
+	// Stationarity of Σ [2·ln(x − x^min) + ln(1 − x)] + ln(G − Σ w·x) for
+	// every job strictly inside its range.
+	s := optSnap(8, 5000,
+		optJob{w: 1, theta: 1, rem: 1000, arrival: 0}, optJob{w: 2, theta: 1, rem: 1000, arrival: 4990},
+		optJob{w: 1, theta: 3, rem: 9000, arrival: 4000}, optJob{w: 4, theta: 2, rem: 500, arrival: 4500})
+	x, _ := NewThemis().Allocate(s)
+	p := themisProblem{gpus: 8, n: 4}
+	for _, j := range s.Jobs {
+		rem := float64(j.RemainingSteps())
+		iso := j.Throughput * min(1, 2/float64(j.Workers))
+		p.add(s.Now-j.SubmitTime, rem, j.Throughput, rem/iso, float64(j.Workers))
+	}
+	rho := p.floorRatio()
+	slack := 8.0
+	for i, j := range s.Jobs {
+		slack -= float64(j.Workers) * x[i]
+	}
+	checked := 0
+	for i, j := range s.Jobs {
+		lo := p.xmin(i, rho)
+		if lo >= 1-1e-12 {
+			continue
+		}
+		checked++
+		g := 2/(x[i]-lo) - 1/(1-x[i]) - float64(j.Workers)/slack
+		if math.Abs(g) > 1e-6 {
+			t.Fatalf("job %d: gradient %v at x = %v (x^min %v)", i, g, x[i], lo)
+		}
+	}
+	if checked < 2 || !(slack > 0) {
+		t.Fatalf("instance has %d free jobs and slack %v; want a non-unique optimum", checked, slack)
+	}
+}
