@@ -164,7 +164,11 @@ func (s *Service) startRound(r record, o *outcome) {
 	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
 		s.log.Warn().Err(err).Msg("flushing leases")
 	}
-	s.m.tickToLease.Observe(time.Since(fired).Seconds())
+	published := time.Since(fired)
+	s.m.tickToLease.Observe(published.Seconds())
+	if s.cfg.onRound != nil {
+		s.cfg.onRound(o.round, published)
+	}
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)
 
@@ -177,7 +181,7 @@ func (s *Service) startRound(r record, o *outcome) {
 		s.log.Info().Str("job", e.Job).Str("state", string(e.State)).Str("reason", e.Reason).Msg("job ended")
 	}
 	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Dur("since_tick", time.Since(fired)).Msg("round")
+		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Dur("solve", o.solve).Dur("tick_to_last_lease", published).Msg("round")
 	snap := &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
 		GPUs: s.cfg.Core.GPUs, Digest: dig, Jobs: jobs, Plan: plan, Written: time.Now().UTC()}
 	select {

@@ -44,8 +44,11 @@ type ServiceConfig struct {
 	// Metrics receives the metrics (nil: a private registry).
 	Metrics *Metrics
 
-	// onApply, when set, sees every folded record (tests, benchmarks).
+	// onApply, when set, sees every folded record, and onRound the time
+	// from each live round's timer to its last lease flushed (tests,
+	// benchmarks).
 	onApply func(record, *outcome)
+	onRound func(*Round, time.Duration)
 }
 
 func (c *ServiceConfig) validate() error {

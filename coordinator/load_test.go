@@ -1,0 +1,195 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// The load test of the README: N registered jobs (default 2,000), each
+// sending one progress batch per second, against the coordinator with its
+// embedded NATS server, the Shockwave policy and 5 s rounds. The jobs run in
+// a child process, one NATS connection each, so that the CPU this process
+// uses is the coordinator's (service and embedded server). It reports
+// CPU use, the latency from a batch's publication to its events applied to
+// the state (the child stamps the send time in a header), and the time from
+// each round's timer to its last lease flushed. Run it with
+//
+//	SHOCKWAVE_LOAD=1 go test ./coordinator -run TestLoad -v -timeout 10m
+//
+// (SHOCKWAVE_LOAD_JOBS, _GPUS, _ROUND and _SECONDS change the shape.)
+
+const hdrSent = "Shockwave-Sent"
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
+	if os.Getenv("SHOCKWAVE_LOAD") == "" {
+		t.Skip("set SHOCKWAVE_LOAD=1 to run the load test")
+	}
+	jobs, gpus := envInt("SHOCKWAVE_LOAD_JOBS", 2000), envInt("SHOCKWAVE_LOAD_GPUS", 512)
+	round, window := envInt("SHOCKWAVE_LOAD_ROUND", 5), envInt("SHOCKWAVE_LOAD_SECONDS", 60)
+	emb, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	nc, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var mu sync.Mutex
+	var lat, ticks []time.Duration
+	measuring := false
+	cfg := ServiceConfig{Core: Config{GPUs: gpus, RoundSeconds: float64(round)}, Policy: "shockwave"}
+	cfg.onApply = func(r record, o *outcome) {
+		if o.kind != kindEvents || o.accepted == 0 {
+			return
+		}
+		sent, err := strconv.ParseInt(r.Header.Get(hdrSent), 10, 64)
+		mu.Lock()
+		if measuring && err == nil {
+			lat = append(lat, time.Since(time.Unix(0, sent)))
+		}
+		mu.Unlock()
+	}
+	cfg.onRound = func(r *Round, d time.Duration) {
+		mu.Lock()
+		phase := "warm-up"
+		if measuring {
+			ticks, phase = append(ticks, d), "measured"
+		}
+		mu.Unlock()
+		t.Logf("round %d (%s): %d active, %d leases, solved %v, tick to last lease %v", r.Index, phase, r.Active, len(r.Leases), r.Plan.Solved, d)
+	}
+	svc, err := NewService(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = svc.Run(ctx) }()
+	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
+
+	child := exec.Command(os.Args[0], "-test.run=^TestLoad_JobsChild$", "-test.timeout=0")
+	child.Env = append(os.Environ(), "SHOCKWAVE_LOAD_CHILD="+emb.ClientURL(), fmt.Sprintf("SHOCKWAVE_LOAD_JOBS=%d", jobs))
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	eventually(t, 120*time.Second, "every job is registered", func() bool {
+		return len(status(t, nc, subj).Jobs) == jobs
+	})
+	time.Sleep(time.Duration(2*round) * time.Second) // warm up: admission, first solves
+	before := cpuTime(t)
+	mu.Lock()
+	measuring = true
+	mu.Unlock()
+	start := time.Now()
+	time.Sleep(time.Duration(window) * time.Second)
+	mu.Lock()
+	measuring = false
+	cpu, wall := cpuTime(t)-before, time.Since(start)
+	l, tk := slices.Clone(lat), slices.Clone(ticks)
+	mu.Unlock()
+	slices.Sort(l)
+	slices.Sort(tk)
+	if len(l) == 0 || len(tk) == 0 {
+		t.Fatalf("no measurements: %d events, %d rounds", len(l), len(tk))
+	}
+	t.Logf("%d jobs, %d GPUs, %ds rounds, %v window: %d batches applied (%.0f/s)", jobs, gpus, round, wall.Round(time.Second), len(l), float64(len(l))/wall.Seconds())
+	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
+	t.Logf("event to state: p50 %v, p99 %v, max %v", pct(l, 50), pct(l, 99), l[len(l)-1])
+	t.Logf("round tick to last lease: p50 %v, max %v over %d rounds", pct(tk, 50), tk[len(tk)-1], len(tk))
+}
+
+func pct(s []time.Duration, p int) time.Duration { return s[(len(s)-1)*p/100] }
+
+// cpuTime is the user+system CPU time of this process.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestLoad_JobsChild is the jobs' process of the load test.
+func TestLoad_JobsChild(t *testing.T) {
+	url := os.Getenv("SHOCKWAVE_LOAD_CHILD")
+	if url == "" {
+		t.Skip("started by TestLoad_ManyJobsOneEventPerSecond")
+	}
+	n := envInt("SHOCKWAVE_LOAD_JOBS", 2000)
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	var wg sync.WaitGroup
+	for i := range n {
+		id := fmt.Sprintf("job-%04d", i)
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { loadJob(t, nc, subj, id, 1+i%2, time.Duration(i)*time.Second/time.Duration(n)) })
+	}
+	wg.Wait()
+}
+
+// loadJob registers, then sends one batch a second: progress while it holds
+// a RUN lease, a heartbeat otherwise.
+func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, workers int, phase time.Duration) {
+	var running sync.Map
+	if _, err := nc.Subscribe(subj.Lease(id), func(m *nats.Msg) {
+		if l, err := protocol.DecodeLease(m.Data, 0); err == nil {
+			running.Store(id, l.Action == protocol.Run)
+		}
+	}); err != nil {
+		t.Error(err)
+		return
+	}
+	r := newJob(id, workers)
+	data, _ := json.Marshal(r)
+	for {
+		if _, err := nc.Request(subj.Register(), data, 10*time.Second); err == nil {
+			break
+		}
+	}
+	time.Sleep(phase)
+	tick := time.NewTicker(time.Second)
+	var seq uint64
+	var done int64
+	for range tick.C {
+		seq++
+		ev := heartbeat(seq, done)
+		if run, _ := running.Load(id); run == true {
+			done += 100
+			ev = progress(seq, 100, done, 1)
+		}
+		ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, r.TotalSteps
+		m := nats.NewMsg(subj.Events(id))
+		m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
+		m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
+		if err := nc.PublishMsg(m); err != nil {
+			return
+		}
+	}
+}
