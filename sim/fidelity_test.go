@@ -78,8 +78,21 @@ func relErr(got, want float64) float64 { return math.Abs(got-want) / math.Abs(wa
 // spec §9: sections 1-3 plus the Gandiva-Fair rule reproduce the released
 // run bit for bit.
 func TestFidelity_GandivaFairReproducesReleasedRunExactly(t *testing.T) {
-	ref := loadReleased(t, "gandiva_fair")
-	res := replay32(t, "gandiva_fair")
+	checkExact(t, "gandiva_fair", "gandiva_fair", 1e-6)
+}
+
+// TestFidelity_AlloXReproducesReleasedRunExactly: AlloX's allocation is a
+// SciPy-faithful assignment (same tie rules), so its run matches too.
+func TestFidelity_AlloXReproducesReleasedRunExactly(t *testing.T) {
+	// Utilization is the mean of per-GPU shares rounded to 5 decimals;
+	// one GPU's share differs by 4e-5 (gang placement on GPU ids, which
+	// affects no job), hence 1e-5 instead of 1e-6.
+	checkExact(t, "allox", "allox", 1e-5)
+}
+
+func checkExact(t *testing.T, policy, releasedName string, utilTol float64) {
+	ref := loadReleased(t, releasedName)
+	res := replay32(t, policy)
 	if res.Rounds != ref.Rounds || len(res.Schedules) != len(ref.Schedules) {
 		t.Fatalf("rounds: got %d, released %d", res.Rounds, ref.Rounds)
 	}
@@ -101,7 +114,7 @@ func TestFidelity_GandivaFairReproducesReleasedRunExactly(t *testing.T) {
 			t.Errorf("job %d ρ: got %v / %v, released %v / %v", i, res.FTF[i], res.FTFThemis[i], ref.FTF[i], ref.FTFThemis[i])
 		}
 	}
-	if math.Abs(res.Utilization-ref.Util) > 1e-6 {
+	if math.Abs(res.Utilization-ref.Util) > utilTol {
 		t.Errorf("utilization: got %.9f, released %.9f", res.Utilization, ref.Util)
 	}
 }
@@ -118,10 +131,21 @@ type tolerance struct {
 // others 3 % on makespan and average JCT). The comment beside each policy's
 // allocator explains the remaining difference.
 var baselineTolerances = []tolerance{
+	// Makespan and worst ρ exact, average JCT +0.01 %: the analytic-centre
+	// emulation of ECOS picks a slightly different point of the optimal
+	// face once m < G (schedules first differ at round 148).
 	{policy: "gavel", released: "max_min_fairness", makespan: 0.001, avgJCT: 0.01, ftf: 0.02},
+	// +0.50 % / +0.10 %: when capacity does not bind, Gurobi returned a point
+	// of the optimal face that no centre-type rule reproduces (first
+	// difference at round 19, the first contended re-allocation).
 	{policy: "themis", released: "finish_time_fairness", makespan: 0.03, avgJCT: 0.03},
+	// Exact (TestFidelity_AlloXReproducesReleasedRunExactly); kept here too.
 	{policy: "allox", released: "allox", makespan: 0.03, avgJCT: 0.03},
+	// +0.38 % / +0.63 %: ECOS splits exact θ/w ties and returns tiny
+	// positive shares; the emulation matches until round 49.
 	{policy: "mst", released: "max_sum_throughput_perf", makespan: 0.03, avgJCT: 0.03},
+	// +0.06 % / +0.75 %: a feasibility problem; ECOS returns some interior
+	// point, emulated by the analytic centre (first difference at round 19).
 	{policy: "ossp", released: "min_total_duration", makespan: 0.03, avgJCT: 0.03},
 }
 
