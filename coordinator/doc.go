@@ -14,4 +14,66 @@
 // ids (spec §3.4), and leases are issued: RUN (an extension when the job ran
 // in the previous round too), SUSPEND for jobs that lost their GPUs, EXIT for
 // jobs the coordinator ended.
+//
+// # Lease lifecycle (lifecycle.go)
+//
+// The service drives Core through Enroll and Deliver, which add to Register
+// and Apply what a live cluster needs: a job silent for JobTimeoutSeconds is
+// marked lost at the next tick (it leaves the policy, a SUSPEND lease frees
+// its GPUs for others); a lost job that sends an event or registers again is
+// pending again and re-admitted with its progress and admission time; a
+// registration of a known id with the same parameters resumes the job (an
+// SDK restart) and the reply tells the SDK its last sequence number; with
+// ExpireLeases a tick after the previous leases expired extends nothing. The
+// simulator leaves these off and is unaffected.
+//
+// # Service
+//
+// Service (service.go) is one goroutine that owns the Core, in the shape of
+// etcd raft's node.run: NATS handlers decode and validate requests and hand
+// them over; the loop folds the log, answers status requests, starts rounds
+// on a timer and publishes leases. Subjects and messages are those of
+// package protocol. The coordinator embeds a NATS server with JetStream
+// (StartEmbedded) unless it is given a cluster to connect to.
+//
+// # Durability
+//
+// Every input of Core is a message of one JetStream stream, the log
+// (<PREFIX>_LOG): jobs publish their event batches straight into it; the
+// service appends its configuration (first record), each registration it
+// accepted (with the requester's reply subject) and each round tick. The
+// loop applies the stream in order through fold (fold.go), with each
+// message's storage timestamp as Core's clock (seconds since the Unix epoch,
+// made monotonic). Core and the policies are deterministic folds of their
+// inputs, so a restarted coordinator — after a graceful stop, a kill -9 or
+// a NATS restart — replays the whole log into a fresh Core and reaches
+// exactly the state the old one had: job table, progress, the policy's
+// posteriors and fairness targets, and therefore the next plan. Replies and
+// leases are sent only for records folded after the replay, so every
+// accepted registration is durable before it is answered; the last round's
+// leases are sent again after a replay while they are still valid.
+//
+// After each round a snapshot (job table, last plan, round index, the log
+// sequence it covers and a digest) is written to the KV bucket
+// <PREFIX>_STATE, for operators (ReadSnapshot works while the coordinator is
+// down) and to verify a replay: when the replay reaches the snapshot's
+// sequence, the digests must agree (shockwave_snapshot_errors_total counts
+// disagreements). The snapshot is not used to skip the replay: restoring
+// from it would need every policy to serialize its internal state exactly,
+// which the Policy interface does not ask of them. The price is a log that
+// grows with the run (one record per event batch) and a replay time
+// proportional to it; see the README for numbers.
+//
+// The log's configuration record pins GPUs, round length, timeouts and the
+// policy: a coordinator started on the same log with other settings refuses
+// to run rather than replay the past under different rules.
+//
+// # Security (security.go)
+//
+// AuthNone for loopback development; AuthToken, one shared token; AuthCreds,
+// per-job credentials: the embedded server runs in operator mode with a
+// COORD account (coordinator, log, admins) and a JOBS account that imports
+// the register, events and lease subjects; each job's user JWT allows only
+// its own subjects, and the server-stamped Nats-Request-Info header of a
+// registration names the requesting job, so a job cannot register another.
 package coordinator

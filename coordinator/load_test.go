@@ -86,7 +86,8 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = svc.Run(ctx) }()
+	stopped := make(chan error, 1)
+	go func() { stopped <- svc.Run(ctx) }()
 	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
 
 	child := exec.Command(os.Args[0], "-test.run=^TestLoad_JobsChild$", "-test.timeout=0")
@@ -121,6 +122,27 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
 	t.Logf("event to state: p50 %v, p99 %v, max %v", pct(l, 50), pct(l, 99), l[len(l)-1])
 	t.Logf("round tick to last lease: p50 %v, max %v over %d rounds", pct(tk, 50), tk[len(tk)-1], len(tk))
+	_ = child.Process.Kill()
+	cancel()
+	<-stopped
+	replayLog(t, nc, svc.Health().LogSeq)
+}
+
+// replayLog measures how long a restarted coordinator takes to replay the
+// log the load left.
+func replayLog(t *testing.T, nc *nats.Conn, records uint64) {
+	svc, err := NewService(nc, ServiceConfig{Core: Config{GPUs: envInt("SHOCKWAVE_LOAD_GPUS", 512),
+		RoundSeconds: float64(envInt("SHOCKWAVE_LOAD_ROUND", 5))}, Policy: "shockwave"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	go func() { _ = svc.Run(ctx) }()
+	eventually(t, 10*time.Minute, "the replay", func() bool { return svc.Health().OK })
+	took := time.Since(start)
+	t.Logf("restart: replayed %d log records in %v (%.0f records/s)", records, took.Round(time.Millisecond), float64(records)/took.Seconds())
 }
 
 func pct(s []time.Duration, p int) time.Duration { return s[(len(s)-1)*p/100] }
