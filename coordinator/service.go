@@ -374,7 +374,13 @@ func (s *Service) goLive() {
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
 	if last := s.fold.last; last != nil {
+		// An overdue round waits a little (a round, at most 3 s), so that
+		// jobs reconnect and report before silence makes them lost.
+		grace := min(s.roundLength(), 3*time.Second)
 		s.tickWanted = wall(last.Start).Add(s.roundLength())
+		if s.tickWanted.Before(now.Add(grace)) {
+			s.tickWanted = now.Add(grace)
+		}
 		if cfg := s.cfg.Core; now.Before(wall(last.Start + cfg.RoundSeconds + cfg.LeaseGraceSeconds)) {
 			s.publishLeases(last.Leases) // jobs may have missed them when the old coordinator died
 		}
