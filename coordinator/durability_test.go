@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -229,6 +230,7 @@ func TestDurability_ChildCoordinator(t *testing.T) {
 	if dir == "" {
 		t.Skip("started by TestDurability_KillNineAtAnyMoment")
 	}
+	exitWithParent()
 	emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: listen})
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +262,7 @@ func TestDurability_KillNineAtAnyMomentLosesNothingAndChangesNoPlan(t *testing.T
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDurability_ChildCoordinator$")
 		cmd.Env = append(os.Environ(), "SHOCKWAVE_CHILD_DIR="+dir, "SHOCKWAVE_CHILD_LISTEN="+listen)
 		cmd.Stderr, cmd.Stdout = &logs, &logs
+		holdStdin(t, cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -298,6 +301,24 @@ func TestDurability_KillNineAtAnyMomentLosesNothingAndChangesNoPlan(t *testing.T
 	if t.Failed() {
 		t.Logf("coordinator logs:\n%s", logs.String())
 	}
+}
+
+// holdStdin gives a child process a stdin pipe this process keeps open: the
+// child exits when it closes, i.e. when this process dies (exitWithParent).
+func holdStdin(t testing.TB, cmd *exec.Cmd) {
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+}
+
+// exitWithParent ends a child process when its parent goes away.
+func exitWithParent() {
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}()
 }
 
 // lockedBuffer collects the output of child processes.

@@ -93,6 +93,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	child := exec.Command(os.Args[0], "-test.run=^TestLoad_JobsChild$", "-test.timeout=0")
 	child.Env = append(os.Environ(), "SHOCKWAVE_LOAD_CHILD="+emb.ClientURL(), fmt.Sprintf("SHOCKWAVE_LOAD_JOBS=%d", jobs))
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	holdStdin(t, child)
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +163,7 @@ func TestLoad_JobsChild(t *testing.T) {
 	if url == "" {
 		t.Skip("started by TestLoad_ManyJobsOneEventPerSecond")
 	}
+	exitWithParent()
 	n := envInt("SHOCKWAVE_LOAD_JOBS", 2000)
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
 	var wg sync.WaitGroup
