@@ -19,9 +19,18 @@ const (
 	MaxSteps        = int64(1) << 50
 	MaxThroughput   = 1e9 // steps per second
 	MaxSeconds      = 1e10
-	MaxScheduleLen  = MaxEpochs
 	MaxJobIDLen     = 128
 	MaxModelNameLen = 128
+)
+
+// MaxJobEpochs bounds the epochs a registration may imply
+// (ceil(total_steps / ceil(dataset_size / batch_size))) and the length of a
+// declared schedule. Forecasts keep per-epoch state, so an absurd count would
+// cost the coordinator memory and time; the longest job of the original
+// traces has under 800 epochs.
+const (
+	MaxJobEpochs   = 100_000
+	MaxScheduleLen = MaxJobEpochs
 )
 
 // ErrInvalid is wrapped by every validation error.

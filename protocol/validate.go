@@ -34,6 +34,10 @@ func (r *Register) Validate() error {
 	if r.TotalSteps < 1 || r.TotalSteps > MaxSteps {
 		return fieldErr(m, "total_steps", "%d out of range [1, %d]", r.TotalSteps, MaxSteps)
 	}
+	ipe := (int64(r.DatasetSize) + int64(r.BatchSize) - 1) / int64(r.BatchSize)
+	if e := (r.TotalSteps + ipe - 1) / ipe; e > MaxJobEpochs {
+		return fieldErr(m, "total_steps", "%d steps of %d per epoch make %d epochs, more than %d", r.TotalSteps, ipe, e, MaxJobEpochs)
+	}
 	if err := checkFinite(m, "priority", r.Priority, 0, 1e6); err != nil {
 		return err
 	}
