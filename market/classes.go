@@ -18,7 +18,7 @@ type model struct {
 	ftf     bool
 	classes []class // widest first
 	chain   bool    // every width divides the next wider one
-	ratio   []item  // all job-rounds by gain per GPU-round, for repairs
+	ratio   []item  // all job-rounds by gain per GPU-round, for repairs (lazy)
 }
 
 // class groups the jobs of one gang width. Its job-rounds all cost the same
@@ -76,29 +76,87 @@ func (m *model) buildClasses() {
 		})
 	}
 	for c := range m.jobs {
-		jm := &m.jobs[c]
-		if jm.hi == 0 {
-			continue
+		if jm := &m.jobs[c]; jm.hi > 0 {
+			cl := &m.classes[slices.Index(widths, jm.w)]
+			cl.jobs = append(cl.jobs, int32(c))
 		}
-		cl := &m.classes[slices.Index(widths, jm.w)]
-		cl.jobs = append(cl.jobs, int32(c))
-		for n, d := range jm.marg {
-			it := item{job: int32(c), n: int32(n), gain: d}
-			cl.items = append(cl.items, it)
-			m.ratio = append(m.ratio, it)
-		}
-	}
-	byGain := func(a, b item) int {
-		return cmp.Or(cmp.Compare(b.gain, a.gain), cmp.Compare(a.n, b.n), cmp.Compare(a.job, b.job))
 	}
 	for j := range m.classes {
-		slices.SortFunc(m.classes[j].items, byGain)
+		m.classes[j].items = m.sortedItems(m.classes[j].jobs, false)
 	}
-	slices.SortFunc(m.ratio, func(a, b item) int {
-		ra := a.gain / float64(m.jobs[a.job].w)
-		rb := b.gain / float64(m.jobs[b.job].w)
-		return cmp.Or(cmp.Compare(rb, ra), byGain(a, b))
+}
+
+// ratioItems returns every job-round by gain per GPU-round (computed once).
+func (m *model) ratioItems() []item {
+	if m.ratio == nil {
+		var all []int32
+		for j := range m.classes {
+			all = append(all, m.classes[j].jobs...)
+		}
+		m.ratio = m.sortedItems(all, true)
+	}
+	return m.ratio
+}
+
+// sortedItems lists the job-rounds of jobs by gain (or gain per GPU) desc,
+// then round n asc, then job asc. A job's marginal gains are nonincreasing
+// and mostly constant along a segment of the log, so runs of equal gains
+// are sorted instead of single rounds; ties are expanded in (n, job) order.
+func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
+	type run struct {
+		key, gain float64
+		job       int32
+		n0, cnt   int32
+	}
+	var runs []run
+	total := 0
+	for _, c := range jobs {
+		jm := &m.jobs[c]
+		total += len(jm.marg)
+		for n, d := range jm.marg {
+			if n > 0 && d == jm.marg[n-1] {
+				runs[len(runs)-1].cnt++
+				continue
+			}
+			key := d
+			if perGPU {
+				key = d / float64(jm.w)
+			}
+			runs = append(runs, run{key: key, gain: d, job: c, n0: int32(n), cnt: 1})
+		}
+	}
+	slices.SortFunc(runs, func(a, b run) int {
+		switch {
+		case a.key != b.key:
+			if a.key > b.key {
+				return -1
+			}
+			return 1
+		case a.n0 != b.n0:
+			return int(a.n0 - b.n0)
+		}
+		return int(a.job - b.job)
 	})
+	items := make([]item, 0, total)
+	for i := 0; i < len(runs); {
+		j := i + 1
+		for j < len(runs) && runs[j].key == runs[i].key {
+			j++
+		}
+		start := len(items)
+		for _, r := range runs[i:j] {
+			for n := r.n0; n < r.n0+r.cnt; n++ {
+				items = append(items, item{job: r.job, n: n, gain: r.gain})
+			}
+		}
+		if j > i+1 {
+			slices.SortFunc(items[start:], func(a, b item) int {
+				return cmp.Or(cmp.Compare(a.n, b.n), cmp.Compare(a.job, b.job))
+			})
+		}
+		i = j
+	}
+	return items
 }
 
 // maxSubsetSum is the largest total ≤ g of a multiset of the given widths:
@@ -149,12 +207,21 @@ func (m *model) objective(n []int) float64 {
 	return m.utilityOf(n) - m.k*m.maxRemaining(n)
 }
 
-// candidates returns the sorted distinct values of r_i(n): every makespan
-// bound M the optimum can have (its max_i r_i(n_i) is one of them).
+// candidates returns the sorted distinct values of r_i(n) that are at least
+// max_i r_i(hi_i): every makespan bound M the optimum can have (its
+// max_i r_i(n_i) is one of them).
 func (m *model) candidates() []float64 {
+	floor := 0.0 // no allocation has a smaller makespan term
+	for c := range m.jobs {
+		floor = max(floor, m.jobs[c].r[m.jobs[c].hi])
+	}
 	var cs []float64
 	for c := range m.jobs {
-		cs = append(cs, m.jobs[c].r...)
+		for _, r := range m.jobs[c].r {
+			if r >= floor {
+				cs = append(cs, r)
+			}
+		}
 	}
 	slices.Sort(cs)
 	return slices.Compact(cs)

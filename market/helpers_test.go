@@ -214,3 +214,22 @@ func termScale(p market.Problem, s *market.Settings, relaxed bool) float64 {
 	}
 	return math.Max(1, sum+s.K*rmax)
 }
+
+// largeProblem draws a cluster-sized instance: gang widths 1, 2, 4, 8
+// (mostly 1, as in the traces), tens of epochs, and FTF targets around the
+// projected finish (tight enough that some sets are infeasible).
+func largeProblem(rng *rand.Rand, n, gpus int) market.Problem {
+	p := market.Problem{GPUs: gpus, Round: 50 + rng.IntN(200)}
+	share := math.Min(1, float64(gpus)/float64(n))
+	for i := 0; i < n; i++ {
+		w := []int{1, 1, 1, 1, 1, 2, 2, 4, 8}[rng.IntN(9)]
+		epochs := float64(5 + rng.IntN(150))
+		progress := float64(rng.IntN(int(epochs)))
+		d := 30 + 600*rng.Float64()
+		remaining := d * (epochs - progress) * (0.8 + 0.4*rng.Float64())
+		finish := (120*float64(p.Round+20) + remaining/share) * (0.9 + 1.5*rng.Float64())
+		p.Jobs = append(p.Jobs, market.Job{ID: fmt.Sprintf("job-%04d", i), Workers: w, Epochs: epochs,
+			Progress: progress, EpochSeconds: d, Remaining: remaining, FairFinish: finish})
+	}
+	return p
+}

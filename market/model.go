@@ -158,7 +158,15 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool) jobModel {
 		m.r[n] = remaining(j, m.p[n])
 		m.g[n] = a * in.f.at((j.Progress+m.p[n])/j.Epochs)
 	}
-	m.marg = concaveMarginals(m.g)
+	if in.f.exact {
+		d := make([]float64, m.hi)
+		for n := range d {
+			d[n] = m.g[n+1] - m.g[n]
+		}
+		m.marg = concaveMarginals(d)
+	} else {
+		m.marg = concaveMarginals(in.pwlMarginals(j, a, m.p))
+	}
 	m.cum = make([]float64, m.hi+1)
 	for n, d := range m.marg {
 		m.cum[n+1] = m.cum[n] + d
@@ -175,20 +183,53 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool) jobModel {
 	return m
 }
 
-// concaveMarginals returns the slopes of the least concave majorant of the
-// points (n, g[n]): the nonincreasing (antitonic) regression of the
-// increments by pool-adjacent-violators. For a concave g these are the
-// increments themselves, up to rounding.
-func concaveMarginals(g []float64) []float64 {
-	n := len(g) - 1
-	out := make([]float64, max(n, 0))
+// pwlMarginals returns the increments a·(f(u_{n+1}) − f(u_n)) of the
+// piecewise-linear utility, integrated segment by segment. A step that
+// stays inside one segment gains exactly a·slope·Δ/(d·E), the same float
+// for every such step, so that ties between rounds are exact.
+func (in *instance) pwlMarginals(j *Job, a float64, p []float64) []float64 {
+	f := &in.f
+	step := in.delta / (j.EpochSeconds * j.Epochs)
+	out := make([]float64, len(p)-1)
+	for n := range out {
+		u0 := (j.Progress + p[n]) / j.Epochs
+		length := step
+		if n+1 == len(out) && p[n+1] >= j.Epochs-j.Progress {
+			length = max(0, 1-u0) // the step that completes the job
+		}
+		seg := 0
+		for seg+2 < len(f.b) && u0 >= f.b[seg+1] {
+			seg++
+		}
+		slope := (f.l[seg+1] - f.l[seg]) / (f.b[seg+1] - f.b[seg])
+		if u0+length <= f.b[seg+1] || seg+2 == len(f.b) {
+			out[n] = a * (slope * length)
+			continue
+		}
+		gain := 0.0
+		for lo, rest := u0, length; rest > 0 && seg+1 < len(f.b); seg++ {
+			part := min(rest, f.b[seg+1]-lo)
+			gain += (f.l[seg+1] - f.l[seg]) / (f.b[seg+1] - f.b[seg]) * part
+			lo, rest = f.b[seg+1], rest-part
+		}
+		out[n] = a * gain
+	}
+	return out
+}
+
+// concaveMarginals returns the slopes of the least concave majorant of
+// the curve with increments d: their nonincreasing (antitonic) regression
+// by pool-adjacent-violators. A concave curve keeps its increments.
+func concaveMarginals(d []float64) []float64 {
+	n := len(d)
+	out := make([]float64, n)
 	type block struct {
 		sum float64
 		cnt int
 	}
 	blocks := make([]block, 0, n)
 	for t := 0; t < n; t++ {
-		blocks = append(blocks, block{g[t+1] - g[t], 1})
+		blocks = append(blocks, block{d[t], 1})
 		for len(blocks) > 1 {
 			a, b := blocks[len(blocks)-2], blocks[len(blocks)-1]
 			if a.sum*float64(b.cnt) >= b.sum*float64(a.cnt) {

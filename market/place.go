@@ -16,6 +16,8 @@ type arrangement struct {
 	pos  []int // pos[c]: rank of job c, 0 = highest priority
 	on   []bool
 	free []int
+	// members[t] lists the jobs of round t, lowest priority first.
+	members [][]int
 }
 
 // arrange returns, for each future round, the canonical jobs that run in it.
@@ -87,11 +89,13 @@ func (a *arrangement) orderRounds(rank []int) {
 			a.on[c*T+t] = old[c*T+from]
 		}
 	}
+	a.members = make([][]int, T)
 	for t := range a.free {
 		a.free[t] = a.G
-		for c := range a.w {
-			if a.on[c*T+t] {
+		for r := len(rank) - 1; r >= 0; r-- {
+			if c := rank[r]; a.on[c*T+t] {
 				a.free[t] -= a.w[c]
+				a.members[t] = append(a.members[t], c)
 			}
 		}
 	}
@@ -118,28 +122,27 @@ func (a *arrangement) advance(c int) {
 	}
 }
 
-// move tries to put job c into round early instead of round late.
+// move tries to put job c into round early instead of round late, directly
+// or by swapping with the lowest-ranked job of round early that is ranked
+// below c, is not in round late, and makes both rounds fit.
 func (a *arrangement) move(c, early, late int) bool {
 	T, w := a.T, a.w[c]
 	if a.free[early] >= w {
 		a.shift(c, late, early)
 		return true
 	}
-	partner := -1
-	for j := range a.w {
-		if !a.on[j*T+early] || a.on[j*T+late] || a.pos[j] <= a.pos[c] {
-			continue
+	need, room := w-a.free[early], a.free[late]+w
+	for _, j := range a.members[early] {
+		if a.pos[j] <= a.pos[c] {
+			return false
 		}
-		if a.free[early]+a.w[j] >= w && a.free[late]+w >= a.w[j] && (partner < 0 || a.pos[j] > a.pos[partner]) {
-			partner = j
+		if a.w[j] >= need && a.w[j] <= room && !a.on[j*T+late] {
+			a.shift(j, early, late)
+			a.shift(c, late, early)
+			return true
 		}
 	}
-	if partner < 0 {
-		return false
-	}
-	a.shift(partner, early, late)
-	a.shift(c, late, early)
-	return true
+	return false
 }
 
 func (a *arrangement) shift(c, from, to int) {
@@ -147,4 +150,9 @@ func (a *arrangement) shift(c, from, to int) {
 	a.on[c*a.T+to] = true
 	a.free[from] += a.w[c]
 	a.free[to] -= a.w[c]
+	byRank := func(x, y int) int { return a.pos[y] - a.pos[x] }
+	i, _ := slices.BinarySearchFunc(a.members[from], c, byRank)
+	a.members[from] = slices.Delete(a.members[from], i, i+1)
+	i, _ = slices.BinarySearchFunc(a.members[to], c, byRank)
+	a.members[to] = slices.Insert(a.members[to], i, c)
 }

@@ -20,7 +20,7 @@ const (
 	DefaultRhoMax       = 1.0   // ρmax
 	DefaultOrigin       = 1e-6  // the value whose log stands in for ln 0
 	DefaultGap          = 1e-3  // relative optimality gap (Gurobi MIPGap of the original)
-	DefaultMaxNodes     = 2000  // branch-and-bound node budget per Solve
+	DefaultMaxNodes     = 500   // branch-and-bound node budget per solve phase
 
 	maxRounds   = 1000
 	maxPriority = 1e200 // π clamp: ρ̃^100 overflows float64 for ρ̃ > ~1200 (§4.5)

@@ -88,6 +88,7 @@ type Stats struct {
 	Evaluated  int // makespan bounds solved (the rest were pruned by bounds)
 	Nodes      int // branch-and-bound nodes (one relaxation each)
 	Branches   int // nodes whose relaxed allocation did not pack and were split
+	Profiles   int // profile relaxations solved (the tighter bound for such nodes)
 	PackChecks int // packing feasibility checks
 	Repairs    int // packing repairs that produced an incumbent
 }
@@ -97,6 +98,7 @@ func (s *Stats) add(o Stats) {
 	s.Evaluated += o.Evaluated
 	s.Nodes += o.Nodes
 	s.Branches += o.Branches
+	s.Profiles += o.Profiles
 	s.PackChecks += o.PackChecks
 	s.Repairs += o.Repairs
 }

@@ -2,6 +2,7 @@ package market
 
 import (
 	"container/heap"
+	"math"
 	"slices"
 	"sort"
 )
@@ -12,8 +13,10 @@ import (
 type searcher struct {
 	m        *model
 	x        *relaxer
+	sx       *strongRelaxer // nil: the profile relaxation is unavailable
 	pk       *packer
 	tol      float64 // utility differences below this are ties
+	gap      float64 // Settings.Gap
 	maxNodes int
 	cands    []float64
 
@@ -35,19 +38,30 @@ type incumbent struct {
 }
 
 func newSearcher(m *model, set *Settings) *searcher {
-	return &searcher{m: m, x: newRelaxer(m), pk: newPacker(m), tol: 1e-12 * max(1, m.uScale),
+	s := &searcher{m: m, x: newRelaxer(m), pk: newPacker(m), tol: 1e-12 * max(1, m.uScale), gap: set.Gap,
 		maxNodes: set.maxNodes(), bound: negInf}
+	if m.chain && m.in.G < 1<<16 {
+		s.sx = newStrongRelaxer(m)
+	}
+	return s
 }
 
 // promising reports whether a region whose utility is at most ub and whose
-// makespan term is at least bound can beat the incumbent by more than the
-// tolerance. The difference is formed term by term, so that a large
-// makespan penalty does not swallow small utility differences.
-func (s *searcher) promising(ub, bound float64) bool {
+// makespan term is at least bound can beat the incumbent by more than
+// slack. The difference is formed term by term, so that a large makespan
+// penalty does not swallow small utility differences.
+func (s *searcher) promising(ub, bound, slack float64) bool {
 	if !s.inc.ok {
 		return ub > negInf
 	}
-	return (ub-s.inc.u)-s.m.k*(bound-s.inc.mr) > s.tol
+	return (ub-s.inc.u)-s.m.k*(bound-s.inc.mr) > slack
+}
+
+// nodeSlack is the improvement a branch-and-bound node must promise:
+// Settings.Gap relative to the incumbent's objective, the relative gap
+// Result.Gap reports (Gurobi's MIPGap, as in the original).
+func (s *searcher) nodeSlack() float64 {
+	return max(s.tol, s.gap*math.Abs(s.inc.val))
 }
 
 // note records the objective bound of a region closed without exploring it.
@@ -91,7 +105,7 @@ func (s *searcher) run() bool {
 	push(j0, top, s.evaluate(top))
 	for q.Len() > 0 {
 		iv := heap.Pop(q).(interval)
-		if s.limit || !s.promising(iv.ub, s.cands[iv.a+1]) {
+		if s.limit || !s.promising(iv.ub, s.cands[iv.a+1], s.tol) {
 			s.note(iv.ub, s.cands[iv.a+1])
 			continue
 		}
@@ -119,23 +133,37 @@ func (s *searcher) evaluate(j int) float64 {
 	if !s.relax(root) {
 		return negInf
 	}
-	ub := root.bound
+	ub := negInf // the largest bound of a closed leaf
 	q := &nodes{root}
 	for q.Len() > 0 {
 		nd := heap.Pop(q).(*node)
-		if !s.promising(nd.bound, M) || s.stats.Nodes >= s.maxNodes {
-			s.limit = s.limit || s.promising(nd.bound, M)
+		if !s.promising(nd.bound, M, s.nodeSlack()) || s.stats.Nodes >= s.maxNodes {
+			s.limit = s.limit || s.promising(nd.bound, M, s.nodeSlack())
 			s.note(nd.bound, M)
+			ub = max(ub, nd.bound)
 			continue
 		}
 		s.stats.Nodes++
-		s.branch(nd, M, q)
+		if s.branch(nd, M, q) {
+			ub = max(ub, nd.bound)
+		}
 	}
 	return ub
 }
 
-// relax solves the class relaxation of a node; false if infeasible.
+// relax solves the relaxation of a node (the profile relaxation for
+// strong nodes, when it does not give up); false if infeasible.
 func (s *searcher) relax(nd *node) bool {
+	if nd.strong && s.sx != nil {
+		v, ok, done := s.sx.solve(nd.lo, nd.hi, nd.n)
+		if done {
+			s.stats.Profiles++
+			nd.bound = s.m.base + v
+			return ok
+		}
+		s.sx = nil // too many profiles: keep to the class relaxation
+	}
+	nd.strong = false
 	v, ok := s.x.solve(nd.lo, nd.hi, nd.n)
 	nd.bound = s.m.base + v
 	return ok
@@ -143,28 +171,44 @@ func (s *searcher) relax(nd *node) bool {
 
 // branch handles one node: an allocation that packs is a candidate
 // incumbent; one that does not is repaired into an incumbent and split by
-// the disjunction "some job of a conflicting set J gets fewer rounds".
-func (s *searcher) branch(nd *node, M float64, q *nodes) {
+// the disjunction "some job of a conflicting set J gets fewer rounds". It
+// reports whether the node is a leaf (not split); nd.bound then bounds the
+// utility of its region.
+func (s *searcher) branch(nd *node, M float64, q *nodes) bool {
 	ok, proven := s.pk.check(nd.n)
+	if !ok && proven && s.closedByRepair(nd, M) {
+		return true
+	}
+	if !ok && proven && !nd.strong && s.sx != nil {
+		// Tighten the bound with the profile relaxation before splitting.
+		nd.strong = true
+		if !s.relax(nd) {
+			nd.bound = negInf // no allocation in this region at all
+			return true
+		}
+		if ok, proven = s.pk.check(nd.n); !ok && proven && s.closedByRepair(nd, M) {
+			return true
+		}
+	}
 	if ok {
 		s.offer(nd.n, s.pk.on)
 		if u := s.m.utilityOf(nd.n); nd.bound-u > s.tol {
 			s.note(nd.bound, M) // the concave majorant was not tight
 		}
-		return
+		return true
 	}
 	if !proven {
 		s.unproven = true
 		s.note(nd.bound, M)
+		s.repair(nd)
 	}
-	s.repair(nd)
 	J := s.pk.conflict(nd.n)
 	s.stats.Branches++
 	for i, c := range J {
 		if nd.n[c] <= nd.lo[c] {
 			continue
 		}
-		ch := &node{lo: slices.Clone(nd.lo), hi: slices.Clone(nd.hi), n: make([]int, len(nd.n))}
+		ch := &node{lo: slices.Clone(nd.lo), hi: slices.Clone(nd.hi), n: make([]int, len(nd.n)), strong: nd.strong}
 		ch.hi[c] = nd.n[c] - 1
 		for _, l := range J[:i] {
 			ch.lo[l] = max(ch.lo[l], nd.n[l])
@@ -175,6 +219,18 @@ func (s *searcher) branch(nd *node, M float64, q *nodes) {
 			heap.Push(q, ch)
 		}
 	}
+	return false
+}
+
+// closedByRepair repairs a node's unpackable allocation into incumbents
+// and reports whether the node is then no longer promising (it is noted).
+func (s *searcher) closedByRepair(nd *node, M float64) bool {
+	s.repair(nd)
+	if s.promising(nd.bound, M, s.nodeSlack()) {
+		return false
+	}
+	s.note(nd.bound, M)
+	return true
 }
 
 // offer records allocation n (placed as in on) if it beats the incumbent.
@@ -212,7 +268,7 @@ func (s *searcher) repair(nd *node) {
 // GPU-round first, each into the round with the most free GPUs.
 func (s *searcher) fill(n, hi []int) {
 	T := s.pk.T
-	for _, it := range s.m.ratio {
+	for _, it := range s.m.ratioItems() {
 		c := int(it.job)
 		if int(it.n) != n[c] || n[c] >= hi[c] {
 			continue
@@ -245,6 +301,7 @@ type node struct {
 	lo, hi, n []int
 	bound     float64
 	seq       int
+	strong    bool // bounded by the profile relaxation
 }
 
 type nodes []*node
@@ -282,4 +339,46 @@ func (q *intervals) Pop() any {
 	x := old[len(old)-1]
 	*q = old[:len(old)-1]
 	return x
+}
+
+// balanceTwins evens out jobs that are identical but for their ID: while
+// two of them differ by two or more rounds, one round moves from the larger
+// to the smaller (into a round where only the larger runs: same width, so
+// the round still fits). Their curves are the same concave function, so
+// this never lowers the objective and keeps every lower bound; it picks,
+// among tied optima, the one that treats equal jobs equally.
+func (s *searcher) balanceTwins() {
+	if !s.inc.ok {
+		return
+	}
+	groups := map[Job][]int{}
+	for c := range s.m.in.jobs {
+		j := s.m.in.jobs[c]
+		j.ID = ""
+		groups[j] = append(groups[j], c)
+	}
+	n, on, T := s.inc.n, s.inc.on, s.m.in.T
+	changed := false
+	for _, g := range groups {
+		for len(g) > 1 {
+			hi := slices.MaxFunc(g, func(a, b int) int { return n[a] - n[b] })
+			lo := slices.MinFunc(g, func(a, b int) int { return n[a] - n[b] })
+			if n[hi]-n[lo] < 2 {
+				break
+			}
+			for t := 0; t < T; t++ {
+				if on[hi*T+t] && !on[lo*T+t] {
+					on[hi*T+t], on[lo*T+t] = false, true
+					break
+				}
+			}
+			n[hi]--
+			n[lo]++
+			changed = true
+		}
+	}
+	if changed {
+		s.inc.u, s.inc.mr = s.m.utilityOf(n), s.m.maxRemaining(n)
+		s.inc.val = s.inc.u - s.m.k*s.inc.mr
+	}
 }

@@ -40,6 +40,7 @@ func Solve(p Problem, s *Settings) (*Result, error) {
 	m := newModel(in, weights, true)
 	sr := newSearcher(m, s)
 	feasible := sr.run()
+	sr.balanceTwins()
 	stats.add(sr.stats)
 	if !feasible {
 		for c := range weights {
@@ -48,6 +49,7 @@ func Solve(p Problem, s *Settings) (*Result, error) {
 		m = newModel(in, weights, false)
 		sr = newSearcher(m, s)
 		sr.run()
+		sr.balanceTwins()
 		stats.add(sr.stats)
 	}
 	return in.result(m, sr, !feasible, stats), nil

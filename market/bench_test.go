@@ -1,0 +1,33 @@
+package market_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/shockwave-sched/shockwave/market"
+)
+
+// benchSolve solves a fixed set of instances round-robin. The settings are
+// the spec's configuration for the cluster size (§4.9).
+func benchSolve(b *testing.B, n, gpus int, k, lambda float64) {
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(gpus)))
+	var probs []market.Problem
+	for i := 0; i < 8; i++ {
+		probs = append(probs, largeProblem(rng, n, gpus))
+	}
+	s := market.DefaultSettings()
+	s.K, s.Lambda = k, lambda
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if _, err := market.Solve(probs[i%len(probs)], s); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkSolve_N50_G32(b *testing.B)   { benchSolve(b, 50, 32, 1e-3, 12) }
+func BenchmarkSolve_N300_G128(b *testing.B) { benchSolve(b, 300, 128, 1e-3, 15) }
+func BenchmarkSolve_N900_G256(b *testing.B) { benchSolve(b, 900, 256, 1e5, 5) }
