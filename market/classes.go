@@ -202,11 +202,6 @@ func (m *model) maxRemaining(n []int) float64 {
 	return r
 }
 
-// objective is the solved objective (§4.5) of round counts n.
-func (m *model) objective(n []int) float64 {
-	return m.utilityOf(n) - m.k*m.maxRemaining(n)
-}
-
 // candidates returns the sorted distinct values of r_i(n) that are at least
 // max_i r_i(hi_i): every makespan bound M the optimum can have (its
 // max_i r_i(n_i) is one of them).

@@ -7,9 +7,13 @@ import (
 	"strings"
 )
 
-// exactPackBudget bounds the search of one exact packing check (used only
-// when the gang widths do not form a divisibility chain).
-const exactPackBudget = 200000
+// exactPackBudget bounds the search of one exact packing check, and
+// exactPackTotal all of them in one solve phase (used only when the gang
+// widths do not form a divisibility chain). Past them a check is unanswered.
+const (
+	exactPackBudget = 20000
+	exactPackTotal  = 200000
+)
 
 // packer places round counts n into the T rounds of G GPUs: job c must run
 // in n_c distinct rounds and no round may hold more than G GPUs of gangs.
@@ -33,6 +37,8 @@ type packer struct {
 	tmp   []int
 	memo  map[string]bool
 	nodes int
+	limit int // nodes allowed to the current exhaustive search
+	spent int // nodes of all exhaustive searches
 
 	checks int
 }
@@ -135,15 +141,17 @@ func (p *packer) exact(n []int) (ok, proven bool) {
 	p.sortOrder(n)
 	p.memo = map[string]bool{}
 	p.nodes = 0
+	p.limit = min(exactPackBudget, exactPackTotal-p.spent)
 	ok = p.dfs(n, 0)
-	return ok, ok || p.nodes <= exactPackBudget
+	p.spent += min(p.nodes, p.limit)
+	return ok, ok || p.nodes <= p.limit
 }
 
 func (p *packer) dfs(n []int, pos int) bool {
 	if pos == len(p.order) {
 		return true
 	}
-	if p.nodes++; p.nodes > exactPackBudget {
+	if p.nodes++; p.nodes > p.limit {
 		return false
 	}
 	key := p.stateKey(pos)
@@ -240,15 +248,4 @@ func (p *packer) conflict(n []int) []int {
 		}
 	}
 	return J
-}
-
-// rounds returns the rounds of job c in the current placement.
-func (p *packer) rounds(c int) []int {
-	var r []int
-	for t := 0; t < p.T; t++ {
-		if p.on[c*p.T+t] {
-			r = append(r, t)
-		}
-	}
-	return r
 }

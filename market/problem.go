@@ -125,7 +125,8 @@ type Settings struct {
 	// Gap is the relative optimality gap at which the search may stop
 	// (0: prove optimality). Status says whether it was met.
 	Gap float64
-	// MaxNodes bounds the branch-and-bound nodes of one Solve (0: default).
+	// MaxNodes bounds the branch-and-bound nodes of each solve phase (the
+	// FTF problem, then the relaxation if needed); 0 means DefaultMaxNodes.
 	MaxNodes int
 }
 

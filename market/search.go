@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"math"
 	"slices"
-	"sort"
 )
 
 // searcher finds the best allocation of one model: an outer search over the
@@ -23,7 +22,7 @@ type searcher struct {
 	inc      incumbent
 	bound    float64 // best objective bound of the regions closed without proof
 	limit    bool    // the node budget ran out
-	unproven bool    // a packing question went unanswered
+	unproven bool    // whether the FTF set is feasible went unanswered
 	seq      int
 	stats    Stats
 }
@@ -79,19 +78,10 @@ func (s *searcher) run() bool {
 	s.cands = s.m.candidates()
 	s.stats.Candidates = len(s.cands)
 	top := len(s.cands) - 1
-	lo := make([]int, len(s.m.jobs))
-	feasible := func(j int) bool {
-		if !s.m.lowerBounds(s.cands[j], lo) {
-			return false
-		}
-		ok, proven := s.pk.check(lo)
-		s.unproven = s.unproven || !proven
-		return ok
-	}
-	if !feasible(top) {
+	j0, ok := s.lowest(top)
+	if !ok {
 		return false
 	}
-	j0 := sort.Search(top, feasible)
 	s.evaluate(j0)
 	if j0 == top {
 		return true
@@ -115,6 +105,49 @@ func (s *searcher) run() bool {
 	}
 	s.stats.PackChecks = s.pk.checks
 	return true
+}
+
+// lowest bisects for the smallest candidate whose lower bounds pack. It
+// reports false if even the largest (no makespan bound) does not. A packing
+// question left unanswered (widths off a chain) counts as "does not pack";
+// the candidates that this may have skipped are then bounded by the class
+// relaxation at the largest of them, so that Bound stays valid.
+func (s *searcher) lowest(top int) (int, bool) {
+	lo := make([]int, len(s.m.jobs))
+	check := func(j int) (ok, proven bool) {
+		if !s.m.lowerBounds(s.cands[j], lo) {
+			return false, true
+		}
+		return s.pk.check(lo)
+	}
+	if ok, proven := check(top); !ok {
+		s.unproven = !proven // the FTF set may be feasible after all
+		return 0, false
+	}
+	a, b, known := -1, top, -1 // check(a) false (or a = −1), check(b) true
+	for b-a > 1 {
+		mid := (a + b) / 2
+		ok, proven := check(mid)
+		switch {
+		case ok:
+			b = mid
+		default:
+			a = mid
+			if proven {
+				known = mid
+			}
+		}
+	}
+	if known < a { // candidates in (known, b) were never proven infeasible
+		root := &node{lo: make([]int, len(lo)), hi: make([]int, len(lo)), n: make([]int, len(lo))}
+		for c := range s.m.jobs {
+			root.hi[c] = s.m.jobs[c].hi
+		}
+		if s.m.lowerBounds(s.cands[b-1], root.lo) && s.relax(root) {
+			s.note(root.bound, s.cands[known+1])
+		}
+	}
+	return b, true
 }
 
 // evaluate solves the problem with makespan bound c_j by branch and bound
@@ -198,7 +231,8 @@ func (s *searcher) branch(nd *node, M float64, q *nodes) bool {
 		return true
 	}
 	if !proven {
-		s.unproven = true
+		// Unanswered: the split below drops this allocation's region,
+		// so its bound is kept.
 		s.note(nd.bound, M)
 		s.repair(nd)
 	}

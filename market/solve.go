@@ -42,6 +42,7 @@ func Solve(p Problem, s *Settings) (*Result, error) {
 	feasible := sr.run()
 	sr.balanceTwins()
 	stats.add(sr.stats)
+	unproven := sr.unproven
 	if !feasible {
 		for c := range weights {
 			weights[c] = in.prio[c] * scale
@@ -51,12 +52,13 @@ func Solve(p Problem, s *Settings) (*Result, error) {
 		sr.run()
 		sr.balanceTwins()
 		stats.add(sr.stats)
+		unproven = unproven || sr.unproven
 	}
-	return in.result(m, sr, !feasible, stats), nil
+	return in.result(m, sr, !feasible, unproven, stats), nil
 }
 
 // result assembles the answer in input order.
-func (in *instance) result(m *model, sr *searcher, relaxed bool, stats Stats) *Result {
+func (in *instance) result(m *model, sr *searcher, relaxed, unproven bool, stats Stats) *Result {
 	N, T := len(in.jobs), in.T
 	r := &Result{
 		Relaxed:    relaxed,
@@ -88,7 +90,7 @@ func (in *instance) result(m *model, sr *searcher, relaxed bool, stats Stats) *R
 	r.MaxRemaining = m.maxRemaining(n)
 	r.Price = m.price(n)
 	r.Bound = max(sr.bound, r.Objective)
-	if sr.unproven {
+	if unproven { // an unanswered packing question: nothing is certified
 		r.Bound = math.Inf(1)
 	}
 	diff := r.Bound - r.Objective

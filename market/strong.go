@@ -198,37 +198,11 @@ func (x *strongRelaxer) advance(j int, prof, next []int, u int, sp spread) bool 
 // is the forced job-round count; pre is nil if the lower bounds alone do
 // not fit. With n non-nil the first take accepted job-rounds are added to n.
 func (x *strongRelaxer) gains(j int, prof []int, take int, n []int) (pre []float64, fc int) {
-	m, cl := x.m, &x.m.classes[j]
-	T, w, nj := m.in.T, cl.width, len(cl.jobs)
-	// slack[q] = φ(q) − (sum of the q largest counts), q = 1..nj.
-	x.slack = slices.Grow(x.slack[:0], nj+1)[:nj+1]
-	clear(x.slack)
-	for _, p := range prof {
-		s := (m.in.G - p) / w
-		for q := 1; q <= min(s, nj); q++ {
-			x.slack[q] += q
-		}
-		for q := s + 1; q <= nj; q++ {
-			x.slack[q] += s
-		}
-	}
-	clear(x.cnt)
-	fg := 0.0
-	for _, c := range cl.jobs {
-		x.cnt[x.lo[c]]++
-		x.cur[c] = x.lo[c]
-		fc += x.lo[c]
-		fg += m.jobs[c].cum[x.lo[c]]
-	}
-	top, q := 0, 0
-	for lvl := T; lvl >= 0; lvl-- {
-		for k := 0; k < x.cnt[lvl]; k++ {
-			q++
-			top += lvl
-			if x.slack[q] -= top; x.slack[q] < 0 {
-				return nil, fc
-			}
-		}
+	cl := &x.m.classes[j]
+	T, nj := x.m.in.T, len(cl.jobs)
+	fg, fc, fits := x.start(j, prof)
+	if !fits {
+		return nil, fc
 	}
 	pre = append(x.pre[j][:0], fg)
 	defer func() { x.pre[j] = pre }()
@@ -259,6 +233,43 @@ func (x *strongRelaxer) gains(j int, prof []int, take int, n []int) (pre []float
 		pre = append(pre, pre[len(pre)-1]+it.gain)
 	}
 	return pre, fc
+}
+
+// start sets the greedy of class j at its lower bounds: the counts by
+// level, and slack[q] = φ(q) − (sum of the q largest counts), q = 1..n_j.
+// It returns the forced gain and job-rounds, and whether they fit.
+func (x *strongRelaxer) start(j int, prof []int) (fg float64, fc int, fits bool) {
+	m, cl := x.m, &x.m.classes[j]
+	nj := len(cl.jobs)
+	x.slack = slices.Grow(x.slack[:0], nj+1)[:nj+1]
+	clear(x.slack)
+	for _, p := range prof {
+		s := (m.in.G - p) / cl.width
+		for q := 1; q <= min(s, nj); q++ {
+			x.slack[q] += q
+		}
+		for q := s + 1; q <= nj; q++ {
+			x.slack[q] += s
+		}
+	}
+	clear(x.cnt)
+	for _, c := range cl.jobs {
+		x.cnt[x.lo[c]]++
+		x.cur[c] = x.lo[c]
+		fc += x.lo[c]
+		fg += m.jobs[c].cum[x.lo[c]]
+	}
+	top, q := 0, 0
+	for lvl := m.in.T; lvl >= 0; lvl-- {
+		for k := 0; k < x.cnt[lvl]; k++ {
+			q++
+			top += lvl
+			if x.slack[q] -= top; x.slack[q] < 0 {
+				return fg, fc, false
+			}
+		}
+	}
+	return fg, fc, true
 }
 
 // waterLevel returns the largest level L (next[0] plus a multiple of w)
