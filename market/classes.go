@@ -42,8 +42,9 @@ type item struct {
 func newModel(in *instance, weights []float64, ftf bool) *model {
 	m := &model{in: in, k: in.set.K, ftf: ftf}
 	m.jobs = make([]jobModel, len(in.jobs))
+	var mem slab
 	for c := range in.jobs {
-		m.jobs[c] = in.jobModel(&in.jobs[c], weights[c], ftf)
+		m.jobs[c] = in.jobModel(&in.jobs[c], weights[c], ftf, &mem)
 		jm := &m.jobs[c]
 		m.base += jm.g[0]
 		m.uScale += max(math.Abs(jm.g[0]), math.Abs(jm.g[jm.hi]))

@@ -142,7 +142,7 @@ func (in *instance) ftfOK(j *Job, r float64) bool {
 	return lhs <= rhs+ftfTol*max(1, math.Abs(rhs))
 }
 
-func (in *instance) jobModel(j *Job, a float64, ftf bool) jobModel {
+func (in *instance) jobModel(j *Job, a float64, ftf bool, mem *slab) jobModel {
 	m := jobModel{w: j.Workers, hi: in.T}
 	for n := 0; n <= in.T; n++ {
 		if in.progress(j, n) >= j.Epochs-j.Progress {
@@ -150,24 +150,22 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool) jobModel {
 			break
 		}
 	}
-	m.p = make([]float64, m.hi+1)
-	m.r = make([]float64, m.hi+1)
-	m.g = make([]float64, m.hi+1)
+	m.p, m.r, m.g = mem.take(m.hi+1), mem.take(m.hi+1), mem.take(m.hi+1)
 	for n := 0; n <= m.hi; n++ {
 		m.p[n] = in.progress(j, n)
 		m.r[n] = remaining(j, m.p[n])
 		m.g[n] = a * in.f.at((j.Progress+m.p[n])/j.Epochs)
 	}
 	if in.f.exact {
-		d := make([]float64, m.hi)
-		for n := range d {
-			d[n] = m.g[n+1] - m.g[n]
+		m.marg = mem.take(m.hi)
+		for n := range m.marg {
+			m.marg[n] = m.g[n+1] - m.g[n]
 		}
-		m.marg = concaveMarginals(d)
 	} else {
-		m.marg = concaveMarginals(in.pwlMarginals(j, a, m.p))
+		m.marg = in.pwlMarginals(j, a, m.p, mem.take(m.hi))
 	}
-	m.cum = make([]float64, m.hi+1)
+	concaveMarginals(m.marg, &mem.blocks)
+	m.cum = mem.take(m.hi + 1)
 	for n, d := range m.marg {
 		m.cum[n+1] = m.cum[n] + d
 	}
@@ -187,10 +185,9 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool) jobModel {
 // piecewise-linear utility, integrated segment by segment. A step that
 // stays inside one segment gains exactly a·slope·Δ/(d·E), the same float
 // for every such step, so that ties between rounds are exact.
-func (in *instance) pwlMarginals(j *Job, a float64, p []float64) []float64 {
+func (in *instance) pwlMarginals(j *Job, a float64, p, out []float64) []float64 {
 	f := &in.f
 	step := in.delta / (j.EpochSeconds * j.Epochs)
-	out := make([]float64, len(p)-1)
 	for n := range out {
 		u0 := (j.Progress + p[n]) / j.Epochs
 		length := step
@@ -217,19 +214,13 @@ func (in *instance) pwlMarginals(j *Job, a float64, p []float64) []float64 {
 	return out
 }
 
-// concaveMarginals returns the slopes of the least concave majorant of
-// the curve with increments d: their nonincreasing (antitonic) regression
-// by pool-adjacent-violators. A concave curve keeps its increments.
-func concaveMarginals(d []float64) []float64 {
-	n := len(d)
-	out := make([]float64, n)
-	type block struct {
-		sum float64
-		cnt int
-	}
-	blocks := make([]block, 0, n)
-	for t := 0; t < n; t++ {
-		blocks = append(blocks, block{d[t], 1})
+// concaveMarginals replaces the increments d of a curve by the slopes of
+// its least concave majorant: their nonincreasing (antitonic) regression by
+// pool-adjacent-violators. A concave curve keeps its increments.
+func concaveMarginals(d []float64, scratch *[]block) {
+	blocks := (*scratch)[:0]
+	for _, v := range d {
+		blocks = append(blocks, block{v, 1})
 		for len(blocks) > 1 {
 			a, b := blocks[len(blocks)-2], blocks[len(blocks)-1]
 			if a.sum*float64(b.cnt) >= b.sum*float64(a.cnt) {
@@ -242,12 +233,33 @@ func concaveMarginals(d []float64) []float64 {
 	t := 0
 	for _, b := range blocks {
 		for k := 0; k < b.cnt; k++ {
-			out[t] = b.sum / float64(b.cnt)
+			d[t] = b.sum / float64(b.cnt)
 			t++
 		}
 	}
-	for t := 1; t < n; t++ { // rounding can leave an ulp of increase
-		out[t] = min(out[t], out[t-1])
+	for t := 1; t < len(d); t++ { // rounding can leave an ulp of increase
+		d[t] = min(d[t], d[t-1])
 	}
+	*scratch = blocks
+}
+
+type block struct {
+	sum float64
+	cnt int
+}
+
+// slab hands out float64 slices carved from large chunks, so that a model's
+// per-job curves cost a few allocations instead of several per job.
+type slab struct {
+	buf    []float64
+	blocks []block
+}
+
+func (s *slab) take(n int) []float64 {
+	if len(s.buf) < n {
+		s.buf = make([]float64, max(n, 8192))
+	}
+	out := s.buf[:n:n]
+	s.buf = s.buf[n:]
 	return out
 }
