@@ -75,6 +75,7 @@ func (s *searcher) note(ub, bound float64) { s.bound = max(s.bound, ub-s.m.k*bou
 // every c_j (a < j < b) is bounded by UB(c_b) − k·c_{a+1}; intervals are
 // split at their midpoint, best bound first, until pruned.
 func (s *searcher) run() bool {
+	defer func() { s.stats.PackChecks = s.pk.checks }()
 	s.cands = s.m.candidates()
 	s.stats.Candidates = len(s.cands)
 	top := len(s.cands) - 1
@@ -103,7 +104,6 @@ func (s *searcher) run() bool {
 		push(iv.a, mid, s.evaluate(mid))
 		push(mid, iv.b, iv.ub)
 	}
-	s.stats.PackChecks = s.pk.checks
 	return true
 }
 
