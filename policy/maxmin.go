@@ -40,14 +40,11 @@ func (MaxMinFairness) Forget(string) {}
 
 // Allocate returns the max-min fair time fractions (spec §5.1).
 func (MaxMinFairness) Allocate(s *Snapshot) ([]float64, error) {
-	m := len(s.Jobs)
-	x := make([]float64, m)
-	if m == 0 {
-		return x, nil
+	x, err := newShares(s)
+	if err != nil || len(x) == 0 {
+		return x, err
 	}
-	if err := checkWidths(s); err != nil {
-		return nil, err
-	}
+	m := len(x)
 	g := float64(s.GPUs)
 	wmin := s.Jobs[0].Workers
 	for _, j := range s.Jobs {
@@ -85,6 +82,15 @@ func (MaxMinFairness) Allocate(s *Snapshot) ([]float64, error) {
 		x[i] = c[k]
 	}
 	return x, nil
+}
+
+// newShares returns a zero share per job of s, after checking that every
+// gang fits the cluster (nil and the error otherwise).
+func newShares(s *Snapshot) ([]float64, error) {
+	if err := checkWidths(s); err != nil {
+		return nil, err
+	}
+	return make([]float64, len(s.Jobs)), nil
 }
 
 // checkWidths rejects jobs that need no GPU or more GPUs than exist.

@@ -54,14 +54,11 @@ func (MaxSumThroughput) Forget(string) {}
 
 // Allocate solves the knapsack LP (spec §5.5).
 func (MaxSumThroughput) Allocate(s *Snapshot) ([]float64, error) {
-	m := len(s.Jobs)
-	x := make([]float64, m)
-	if m == 0 {
-		return x, nil
+	x, err := newShares(s)
+	if err != nil || len(x) == 0 {
+		return x, err
 	}
-	if err := checkWidths(s); err != nil {
-		return nil, err
-	}
+	m := len(x)
 	ratio := make([]float64, m)
 	order := make([]int, m)
 	for i, j := range s.Jobs {

@@ -56,13 +56,9 @@ var errNoHorizon = errors.New("policy ossp: no feasible horizon")
 // Allocate searches the horizon and returns the centre of the feasible set
 // (spec §5.6).
 func (MinTotalDuration) Allocate(s *Snapshot) ([]float64, error) {
-	m := len(s.Jobs)
-	x := make([]float64, m)
-	if m == 0 {
-		return x, nil
-	}
-	if err := checkWidths(s); err != nil {
-		return nil, err
+	x, err := newShares(s)
+	if err != nil || len(x) == 0 {
+		return x, err
 	}
 	p := newOSSPProblem(s)
 	t, ok := p.searchHorizon()
