@@ -62,10 +62,7 @@ func reference(t testing.TB, nc *nats.Conn, prefix string, upTo uint64) (*fold, 
 // sameState checks a status reply against the reference at its log position.
 func sameState(t testing.TB, st *protocol.StatusReply, ref *fold) {
 	t.Helper()
-	want := []protocol.JobInfo{}
-	for _, j := range ref.core.Jobs() {
-		want = append(want, jobInfo(&j))
-	}
+	want := append([]protocol.JobInfo{}, ref.core.Jobs()...)
 	gotJ, _ := json.Marshal(st.Jobs)
 	wantJ, _ := json.Marshal(want)
 	if !bytes.Equal(gotJ, wantJ) {

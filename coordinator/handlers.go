@@ -111,23 +111,14 @@ func (s *Service) answerStatus(req statusRequest) {
 	if c := s.fold.core; c != nil {
 		if req.req.Job != "" {
 			if st, ok := c.Job(req.req.Job); ok {
-				rep.Jobs = append(rep.Jobs, jobInfo(&st))
+				rep.Jobs = append(rep.Jobs, st)
 			}
 		} else {
-			for _, st := range c.Jobs() {
-				rep.Jobs = append(rep.Jobs, jobInfo(&st))
-			}
+			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
 		rep.Plan = planInfo(c.LastPlan())
 	}
 	go s.respond(req.msg, rep)
-}
-
-func jobInfo(st *JobStatus) protocol.JobInfo {
-	return protocol.JobInfo{Job: st.Job, State: string(st.State), Model: st.Model, Workers: st.Workers,
-		BatchSize: st.BatchSize, StepsDone: st.StepsDone, TotalSteps: st.TotalSteps, Epoch: st.Epoch,
-		Throughput: st.Throughput, RunTime: st.RunTime, SubmitTime: st.SubmitTime, AdmitTime: st.AdmitTime,
-		LastRun: st.LastRun, Failures: st.Failures, LastSeq: st.LastSeq, GPUs: st.GPUs}
 }
 
 func planInfo(p *policy.Plan) *protocol.PlanInfo {

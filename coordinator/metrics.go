@@ -80,7 +80,7 @@ func (m *Metrics) observeRound(r *Round, jobs []JobStatus, solve time.Duration) 
 	m.solve.Observe(solve.Seconds())
 	byState := map[JobState]int{Pending: 0, Active: 0, Lost: 0, Completed: 0, Failed: 0, Expired: 0}
 	for _, j := range jobs {
-		byState[j.State]++
+		byState[JobState(j.State)]++
 	}
 	for s, n := range byState {
 		m.jobs.WithLabelValues(string(s)).Set(float64(n))

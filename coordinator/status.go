@@ -1,29 +1,14 @@
 package coordinator
 
 import (
+	"github.com/shockwave-sched/shockwave/protocol"
 	"slices"
 	"sort"
 )
 
-// JobStatus is one row of the job table, as the status subject shows it.
-type JobStatus struct {
-	Job        string   `json:"job"`
-	State      JobState `json:"state"`
-	Model      string   `json:"model"`
-	Workers    int      `json:"workers"`
-	BatchSize  int      `json:"batch_size"`
-	StepsDone  int64    `json:"steps_done"`
-	TotalSteps int64    `json:"total_steps"`
-	Epoch      int      `json:"epoch"`
-	Throughput float64  `json:"throughput"`
-	RunTime    float64  `json:"run_time_s"`
-	SubmitTime float64  `json:"submit_time"`
-	AdmitTime  float64  `json:"admit_time"`
-	LastRun    int      `json:"last_run_round"` // -1 if never
-	Failures   int      `json:"failed_leases"`
-	LastSeq    uint64   `json:"last_seq"`       // last accepted event sequence number
-	GPUs       []int    `json:"gpus,omitempty"` // held in the current round
-}
+// JobStatus is one row of the job table. It is the wire type of the status
+// reply, so the service sends Core's rows as they are.
+type JobStatus = protocol.JobInfo
 
 // Jobs returns the job table: pending and active jobs in admission order
 // (pending last), then ended jobs sorted by id.
@@ -57,7 +42,7 @@ func (c *Core) Job(id string) (JobStatus, bool) {
 func (c *Core) status(j *job) JobStatus {
 	v := &j.view
 	s := JobStatus{
-		Job: v.ID, State: j.state, Model: v.Model, Workers: v.Workers, BatchSize: v.BatchSize,
+		Job: v.ID, State: string(j.state), Model: v.Model, Workers: v.Workers, BatchSize: v.BatchSize,
 		StepsDone: v.StepsDone, TotalSteps: v.TotalSteps, Epoch: v.Epoch, Throughput: v.Throughput,
 		RunTime: v.RunTime, SubmitTime: v.SubmitTime, AdmitTime: v.AdmitTime, LastRun: v.LastRun, Failures: j.failures,
 		LastSeq: j.lastSeq,
