@@ -69,7 +69,7 @@ func sameState(t testing.TB, st *protocol.StatusReply, ref *fold) {
 		t.Errorf("job table at log record %d differs from the uninterrupted fold:\n got %s\nwant %s", st.LogSeq, gotJ, wantJ)
 	}
 	gotP, _ := json.Marshal(st.Plan)
-	wantP, _ := json.Marshal(planInfo(ref.core.LastPlan()))
+	wantP, _ := json.Marshal(ref.core.LastPlan())
 	if !bytes.Equal(gotP, wantP) {
 		t.Errorf("plan at log record %d differs from the uninterrupted fold:\n got %s\nwant %s", st.LogSeq, gotP, wantP)
 	}

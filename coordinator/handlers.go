@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -116,23 +115,9 @@ func (s *Service) answerStatus(req statusRequest) {
 		} else {
 			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
-		rep.Plan = planInfo(c.LastPlan())
+		rep.Plan = c.LastPlan()
 	}
 	go s.respond(req.msg, rep)
-}
-
-func planInfo(p *policy.Plan) *protocol.PlanInfo {
-	if p == nil {
-		return nil
-	}
-	out := &protocol.PlanInfo{Round: p.Round, Run: p.Run, Solved: p.Solved, Note: p.Note}
-	for _, e := range p.Explain {
-		out.Explain = append(out.Explain, protocol.PlanEntry{Job: e.Job, Run: e.Run, Share: e.Share,
-			Priority: e.Priority, Reason: e.Reason, PlannedRounds: e.PlannedRounds,
-			ForecastRemaining: e.ForecastRemaining, FairShareFinish: e.FairShareFinish,
-			ProjectedRho: e.ProjectedRho, Price: e.Price, Regime: e.Regime, ChangeProb: e.ChangeProb})
-	}
-	return out
 }
 
 // startRound publishes a live round's leases, then records it.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shockwave-sched/shockwave/market"
+	"github.com/shockwave-sched/shockwave/protocol"
 	"sort"
 	"strings"
 )
@@ -65,32 +66,17 @@ type Snapshot struct {
 	Jobs         []*Job // active jobs in admission order
 }
 
-// Explanation says what the policy decided for one job and why.
-type Explanation struct {
-	Job      string  `json:"job"`
-	Run      bool    `json:"run"`
-	Share    float64 `json:"share"`              // allocation: time fraction, or planned rounds / window
-	Priority float64 `json:"priority,omitempty"` // the policy's ranking key
-	Reason   string  `json:"reason,omitempty"`   // why the job got no GPUs, when it did not
+// Explanation says what the policy decided for one job and why: its share,
+// ranking key, the reason it got no GPUs, and for market policies the
+// forecast, fair-share target, projected ρ and price. It is the wire type of
+// the status reply, so plans are shown exactly as the policy made them.
+type Explanation = protocol.PlanEntry
 
-	// Market policies fill these (0 when not applicable).
-	PlannedRounds     int     `json:"planned_rounds,omitempty"`
-	ForecastRemaining float64 `json:"forecast_remaining_s,omitempty"`
-	FairShareFinish   float64 `json:"fair_share_finish_s,omitempty"`
-	ProjectedRho      float64 `json:"projected_rho,omitempty"`
-	Price             float64 `json:"price,omitempty"`
-	Regime            int     `json:"regime,omitempty"`
-	ChangeProb        float64 `json:"change_prob,omitempty"`
-}
-
-// Plan is a policy's decision for one round.
-type Plan struct {
-	Round   int           `json:"round"`
-	Run     []string      `json:"run"`               // jobs to dispatch this round
-	Solved  bool          `json:"solved"`            // the policy recomputed its allocation this round
-	Note    string        `json:"note,omitempty"`    // policy-level remark (e.g. solver status)
-	Explain []Explanation `json:"explain,omitempty"` // one per active job, in snapshot order
-}
+// Plan is a policy's decision for one round: the jobs to dispatch (Run),
+// whether the policy recomputed its allocation (Solved), a policy-level note
+// (e.g. the solver status) and one Explanation per active job in snapshot
+// order. It is the wire type of the status reply.
+type Plan = protocol.PlanInfo
 
 // Policy decides which jobs run each round. A policy may keep state, but that
 // state must be a deterministic function of the calls it received, so that
