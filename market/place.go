@@ -8,8 +8,8 @@ import (
 // arrangement orders a packed placement in time (the re-rank step of §4.5,
 // applied to every solve; see the package doc). The market objective and
 // the FTF constraints depend only on the round counts, so any placement of
-// them is optimal; this one runs the jobs furthest behind their fair share
-// first.
+// them is optimal; this one runs first the jobs with the highest
+// priority-weighted urgency per planned round.
 type arrangement struct {
 	T, G int
 	w    []int
@@ -31,9 +31,16 @@ func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 	for c := range rank {
 		rank[c] = c
 	}
+	// The re-rank objective weighs each of job c's rounds by π_c/n_c; the
+	// key multiplies that by ρ̃_c, so that among jobs still within their
+	// fair share (π = 1) the one nearest its target goes first.
+	key := make([]float64, N)
+	for c := range key {
+		key[c] = in.prio[c] * in.rho[c] / float64(max(n[c], 1))
+	}
 	slices.SortFunc(rank, func(x, y int) int {
-		return cmp.Or(cmp.Compare(in.prio[y], in.prio[x]), cmp.Compare(in.rho[y], in.rho[x]),
-			cmp.Compare(n[y], n[x]), cmp.Compare(x, y))
+		return cmp.Or(cmp.Compare(key[y], key[x]), cmp.Compare(in.prio[y], in.prio[x]),
+			cmp.Compare(in.rho[y], in.rho[x]), cmp.Compare(n[y], n[x]), cmp.Compare(x, y))
 	})
 	for r, c := range rank {
 		a.pos[c] = r

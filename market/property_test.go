@@ -192,11 +192,11 @@ func TestSolve_IsDeterministic(t *testing.T) {
 	}
 }
 
-// TestSolve_FurthestBehindRunsFirst checks the documented tie-break for the
+// TestSolve_MostUrgentRunsFirst checks the documented tie-break for the
 // current round: among jobs that run in the window, the one with the
-// largest ρ̃ is in round 0, and so are all jobs ranked above any job of
-// round 0 that it could have replaced.
-func TestSolve_FurthestBehindRunsFirst(t *testing.T) {
+// largest π·ρ̃/n (the re-rank weight per planned round times ρ̃) is in
+// round 0.
+func TestSolve_MostUrgentRunsFirst(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	s := market.DefaultSettings()
 	for trial := 0; trial < 100; trial++ {
@@ -206,8 +206,11 @@ func TestSolve_FurthestBehindRunsFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		pi := priorities(p, s)
+		key := func(i int) float64 { return pi[i] * r.Rho[i] / float64(max(r.Rounds[i], 1)) }
 		ahead := func(i, j int) bool { // i ranks before j
 			switch {
+			case key(i) != key(j):
+				return key(i) > key(j)
 			case pi[i] != pi[j]:
 				return pi[i] > pi[j]
 			case r.Rho[i] != r.Rho[j]:
