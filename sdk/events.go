@@ -1,0 +1,408 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// RecordSteps records n training steps at the current batch size that took
+// elapsed in all. It is the per-step call: two atomic adds, no allocation,
+// no I/O; a sampler turns the counters into progress events. Call it from
+// one goroutine at a time (the training loop, or a binding's sampler).
+func (j *Job) RecordSteps(n int64, elapsed time.Duration) {
+	j.steps.Add(n)
+	j.elapsed.Add(int64(elapsed))
+}
+
+// Record is RecordSteps with an exact sample count, for loops whose last
+// batch of an epoch is short (samples < n × batch size).
+func (j *Job) Record(steps, samples int64, elapsed time.Duration) {
+	j.steps.Add(steps)
+	j.elapsed.Add(int64(elapsed))
+	j.samplesAdj.Add(samples - steps*j.batch.Load())
+}
+
+// StepsDone is the cumulative step count (including steps before a resume).
+func (j *Job) StepsDone() int64 { return j.steps.Load() }
+
+// BatchSize is the current batch size.
+func (j *Job) BatchSize() int { return int(j.batch.Load()) }
+
+// Done reports whether the job ran its declared length (epochs, samples
+// or steps).
+func (j *Job) Done() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.doneLocked()
+}
+
+func (j *Job) doneLocked() bool {
+	if j.o.epochs > 0 {
+		return j.ev.epoch >= j.o.epochs
+	}
+	return j.steps.Load() >= j.doneAt.Load()
+}
+
+// EndEpoch reports an epoch boundary: the progress up to it is sent as an
+// epoch event, which is never coalesced or dropped. It returns the number
+// of completed epochs.
+func (j *Job) EndEpoch() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.ev.endEpoch(j)
+	j.poke()
+	return j.ev.epoch
+}
+
+// Epoch is the number of completed epochs.
+func (j *Job) Epoch() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ev.epoch
+}
+
+// SetBatchSize reports a batch-size change at an iteration boundary: the
+// steps so far are sent at the old size, then a batch_size event with the
+// job's remaining steps rescaled to n. Call it from the training loop.
+func (j *Job) SetBatchSize(n int) error {
+	if n < 1 || n > protocol.MaxBatchSize {
+		return fmt.Errorf("sdk: job %s: SetBatchSize(%d): out of range [1, %d]", j.id, n, protocol.MaxBatchSize)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if int64(n) == j.batch.Load() {
+		return nil
+	}
+	j.ev.sample(j, false)
+	j.batch.Store(int64(n))
+	j.ev.rate = 0
+	j.updateDoneAt()
+	j.ev.push(j, protocol.EventBatchSize, 0, 0, true)
+	j.poke()
+	return nil
+}
+
+// updateDoneAt sets the step count at which a job measured in samples or
+// steps is done, for the current batch size.
+func (j *Job) updateDoneAt() {
+	if j.o.epochs > 0 {
+		return
+	}
+	j.doneAt.Store(j.steps.Load() + j.ev.remainingSteps(j))
+}
+
+// Checkpoint is the SDK's part of a training checkpoint: save it with the
+// model (it is JSON-ready) and pass it to WithResume after a restart.
+type Checkpoint struct {
+	StepsDone      int64 `json:"steps_done"`
+	Epoch          int   `json:"epoch"`
+	BatchSize      int   `json:"batch_size"`
+	SamplesInEpoch int64 `json:"samples_in_epoch"`
+	SamplesDone    int64 `json:"samples_done"`
+}
+
+// Checkpoint returns the progress to save with a checkpoint.
+func (j *Job) Checkpoint() Checkpoint {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.ev.sample(j, false)
+	return Checkpoint{StepsDone: j.steps.Load(), Epoch: j.ev.epoch, BatchSize: int(j.batch.Load()),
+		SamplesInEpoch: j.ev.samplesInEpoch, SamplesDone: j.ev.samplesDone}
+}
+
+// Stats is a snapshot of the job's progress and transport.
+type Stats struct {
+	StepsDone        int64
+	TotalSteps       int64 // at the current batch size
+	Epoch            int
+	BatchSize        int
+	StepsPerSecond   float64 // smoothed over recent progress events
+	SamplesPerSecond float64
+	Seq              uint64 // last event sequence number assigned
+	Buffered         int    // events not yet delivered
+	Coalesced        int64  // progress events merged while the buffer was full
+	BadLeases        int64  // lease messages ignored as malformed or foreign
+	Suspensions      int64  // suspensions the iterator went through
+	Connected        bool
+}
+
+// Stats returns a snapshot of the job's counters.
+func (j *Job) Stats() Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	bs := int(j.batch.Load())
+	return Stats{StepsDone: j.steps.Load(), TotalSteps: j.steps.Load() + j.ev.remainingSteps(j), Epoch: j.ev.epoch,
+		BatchSize: bs, StepsPerSecond: j.ev.rate, SamplesPerSecond: j.ev.rate * float64(bs), Seq: j.ev.seq,
+		Buffered: len(j.ev.queue), Coalesced: j.ev.coalesced, BadLeases: j.badLeases, Suspensions: j.suspensions,
+		Connected: j.nc.IsConnected()}
+}
+
+// Buffered is the number of events not yet delivered.
+func (j *Job) Buffered() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.ev.queue)
+}
+
+// queued is an event waiting for delivery; boundary events (epoch,
+// batch size, done) are never coalesced.
+type queued struct {
+	ev       protocol.Event
+	boundary bool
+}
+
+// eventState turns the counters into events; guarded by Job.mu.
+type eventState struct {
+	o     *options
+	seq   uint64
+	epoch int
+	// Counters at the last event.
+	lastSteps, lastElapsed, lastAdj int64
+	samplesInEpoch, samplesDone     int64
+	rate                            float64 // smoothed steps per second
+	lastPush                        time.Time
+	queue                           []queued
+	inflight                        uint64 // highest seq being published
+	coalesced                       int64
+}
+
+func (e *eventState) init(o *options) {
+	e.o = o
+	e.queue = make([]queued, 0, 64)
+	e.lastPush = time.Now()
+}
+
+func (e *eventState) restore(c Checkpoint) {
+	e.epoch, e.samplesInEpoch, e.samplesDone = c.Epoch, c.SamplesInEpoch, c.SamplesDone
+	e.lastSteps = c.StepsDone
+}
+
+// resync continues the sequence after the coordinator's last accepted
+// event, and drops buffered events it already has.
+func (e *eventState) resync(lastSeq uint64) {
+	e.seq = max(e.seq, lastSeq)
+	n := 0
+	for n < len(e.queue) && e.queue[n].ev.Seq <= lastSeq {
+		n++
+	}
+	e.queue = append(e.queue[:0], e.queue[n:]...)
+}
+
+func (e *eventState) empty() bool { return len(e.queue) == 0 }
+
+// take folds the counters since the last event into the cumulative state
+// and returns the deltas.
+func (e *eventState) take(j *Job) (steps int64, elapsed float64) {
+	s, ns, adj := j.steps.Load(), j.elapsed.Load(), j.samplesAdj.Load()
+	steps, dns := s-e.lastSteps, ns-e.lastElapsed
+	samples := steps*j.batch.Load() + adj - e.lastAdj
+	e.lastSteps, e.lastElapsed, e.lastAdj = s, ns, adj
+	e.samplesInEpoch += samples
+	e.samplesDone += samples
+	elapsed = float64(dns) / 1e9
+	if steps > 0 && elapsed > 0 {
+		r := float64(steps) / elapsed
+		if e.rate == 0 {
+			e.rate = r
+		} else {
+			e.rate += 0.3 * (r - e.rate)
+		}
+	}
+	return steps, elapsed
+}
+
+// sample emits a progress event when the counters moved, or a heartbeat
+// when heartbeat is set.
+func (e *eventState) sample(j *Job, heartbeat bool) {
+	steps, elapsed := e.take(j)
+	if steps == 0 && elapsed == 0 && !heartbeat {
+		return
+	}
+	e.push(j, protocol.EventProgress, steps, elapsed, false)
+}
+
+func (e *eventState) endEpoch(j *Job) {
+	steps, elapsed := e.take(j)
+	e.epoch++
+	e.samplesInEpoch = 0
+	j.updateDoneAt()
+	e.push(j, protocol.EventProgress, steps, elapsed, true)
+}
+
+func (e *eventState) done(j *Job) {
+	e.push(j, protocol.EventDone, 0, 0, true)
+}
+
+// push appends an event, coalescing the oldest progress samples when the
+// buffer is full.
+func (e *eventState) push(j *Job, typ protocol.EventType, steps int64, elapsed float64, boundary bool) {
+	e.seq++
+	ev := protocol.Event{V: protocol.Version, Type: typ, Job: j.id, Seq: e.seq, Steps: steps, Elapsed: elapsed,
+		StepsDone: j.steps.Load(), TotalSteps: max(1, j.steps.Load()+e.remainingSteps(j)),
+		Epoch: min(e.epoch, protocol.MaxEpochs), BatchSize: int(j.batch.Load())}
+	if typ == protocol.EventProgress {
+		ev.Throughput = min(e.rate, protocol.MaxThroughput)
+	}
+	if len(e.queue) >= e.o.buffer {
+		e.coalesce()
+	}
+	e.queue = append(e.queue, queued{ev: ev, boundary: boundary})
+	e.lastPush = time.Now()
+}
+
+// coalesce merges the oldest pair of adjacent progress samples (of one
+// epoch and batch size, not being published) into the later one, which
+// keeps its sequence number and the cumulative fields.
+func (e *eventState) coalesce() {
+	for i := 0; i+1 < len(e.queue); i++ {
+		a, b := &e.queue[i], &e.queue[i+1]
+		if a.boundary || b.boundary || a.ev.Seq <= e.inflight || a.ev.Epoch != b.ev.Epoch || a.ev.BatchSize != b.ev.BatchSize {
+			continue
+		}
+		b.ev.Steps += a.ev.Steps
+		b.ev.Elapsed += a.ev.Elapsed
+		e.queue = append(e.queue[:i], e.queue[i+1:]...)
+		e.coalesced++
+		return
+	}
+}
+
+// remainingSteps is the steps the job still needs at the current batch
+// size: epoch-aware (ceil(D/B) steps per epoch) for jobs measured in
+// epochs, else by remaining samples.
+func (e *eventState) remainingSteps(j *Job) int64 {
+	bs := j.batch.Load()
+	if e.o.epochs > 0 {
+		left := e.o.epochs - e.epoch
+		if left <= 0 {
+			return 0
+		}
+		d := int64(e.o.dataset)
+		return int64(left-1)*ceilDiv(d, bs) + ceilDiv(max(0, d-e.samplesInEpoch), bs)
+	}
+	left := e.o.totalSamples() - e.samplesDone - (j.steps.Load()-e.lastSteps)*bs
+	if left <= 0 {
+		return 0
+	}
+	return min(ceilDiv(left, bs), protocol.MaxSteps)
+}
+
+// maxBatchEvents bounds the events of one published batch.
+const maxBatchEvents = 256
+
+// sender is the job's background goroutine: it samples the counters,
+// re-registers after a reconnection and publishes the buffered events.
+func (j *Job) sender() {
+	every := j.sampleInterval()
+	heartbeat := max(every, j.RoundLength()/2)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.quit:
+			return
+		case <-t.C:
+			j.mu.Lock()
+			j.ev.sample(j, time.Since(j.ev.lastPush) >= heartbeat)
+			j.mu.Unlock()
+		case <-j.kick:
+		case <-j.reconnect:
+			j.mu.Lock()
+			j.reregister = true
+			j.mu.Unlock()
+		}
+		j.rejoin()
+		j.flush()
+	}
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+func (j *Job) sampleInterval() time.Duration {
+	if j.o.sampleEvery > 0 {
+		return j.o.sampleEvery
+	}
+	return min(max(j.RoundLength()/4, 10*time.Millisecond), time.Second)
+}
+
+// rejoin registers again after a reconnection: the reply carries the
+// current lease (missed while away) and the last sequence number the
+// coordinator holds.
+func (j *Job) rejoin() {
+	j.mu.Lock()
+	due := j.reregister && !j.finished
+	j.mu.Unlock()
+	if !due || !j.nc.IsConnected() {
+		return
+	}
+	ctx, cancel := contextWithTimeout(j.o.requestTimeout)
+	defer cancel()
+	rep, err := j.registerOnce(ctx, j.o.register(), false)
+	if err != nil {
+		j.setErr(err)
+		j.log.Warn("re-registration failed; retrying", "err", err)
+		return
+	}
+	j.mu.Lock()
+	j.reregister = false
+	j.mu.Unlock()
+	j.adopt(rep, false)
+}
+
+// flush publishes the buffered events in batches while connected. A batch
+// counts as delivered once the server acknowledged it (a flush round trip);
+// on failure it stays buffered and is sent again later (the coordinator
+// drops duplicates by sequence number).
+func (j *Job) flush() {
+	defer func() {
+		j.mu.Lock()
+		close(j.flushed)
+		j.flushed = make(chan struct{})
+		j.mu.Unlock()
+	}()
+	for j.nc.IsConnected() {
+		j.mu.Lock()
+		n := min(len(j.ev.queue), maxBatchEvents)
+		if n == 0 {
+			j.mu.Unlock()
+			return
+		}
+		b := protocol.Batch{V: protocol.Version, Job: j.id, Events: make([]protocol.Event, n)}
+		for i := range n {
+			b.Events[i] = j.ev.queue[i].ev
+		}
+		last := b.Events[n-1].Seq
+		j.ev.inflight = last
+		j.mu.Unlock()
+		err := j.publish(&b)
+		j.mu.Lock()
+		j.ev.inflight = 0
+		if err != nil {
+			j.lastErr = err
+			j.mu.Unlock()
+			return
+		}
+		j.ev.resync(last)
+		j.mu.Unlock()
+	}
+}
+
+func (j *Job) publish(b *protocol.Batch) error {
+	data, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	if err := j.nc.Publish(j.subj.Events(j.id), data); err != nil {
+		return fmt.Errorf("publishing events: %w", err)
+	}
+	if err := j.nc.FlushTimeout(j.o.requestTimeout); err != nil {
+		return fmt.Errorf("publishing events: no acknowledgement from the server: %w", err)
+	}
+	return nil
+}
