@@ -1,0 +1,401 @@
+package bayes
+
+import (
+	"fmt"
+	"math"
+)
+
+// DetectorConfig parameterises a Detector. The zero value of a field means
+// its default (DefaultDetectorConfig).
+type DetectorConfig struct {
+	// Hazard is H, the prior probability that any observation starts a new
+	// segment (a constant hazard, Adams & MacKay 2007 §2.1); in (0, 1).
+	Hazard float64
+	// MaxRun is the longest run length kept. Longer runs share the last
+	// cell, whose posterior forgets at the rate of a run of MaxRun
+	// observations (see Observe). At least 2.
+	MaxRun int
+	// Prior is the Normal-Gamma prior of a new segment's log-throughput.
+	// SetPriorMean moves its mean later.
+	Prior NormalGamma
+	// Window is how far back ChangeProb looks for an unannounced change, in
+	// observations; at least 1.
+	Window int
+	// Prune drops run lengths whose posterior probability falls below it
+	// (the rest is renormalised); in [0, 1e-3].
+	Prune float64
+	// FixedPrior keeps new segments centred on Prior.Mu. By default a new
+	// segment's prior is centred on the current posterior mean (Mean), so
+	// that a change is judged as a shift from the current level, whatever
+	// the level's absolute value.
+	FixedPrior bool
+}
+
+// DefaultDetectorConfig returns the defaults: H = 1/100, MaxRun 64, a prior
+// with mean 0, κ0 = 0.01 (the first observation sets the mean), α0 = 1 and
+// β0 = 1e-3 (a noise scale of about 3 % of the throughput), Window 5,
+// Prune 1e-12.
+func DefaultDetectorConfig() DetectorConfig {
+	return DetectorConfig{
+		Hazard: 0.01, MaxRun: 64,
+		Prior:  NormalGamma{Mu: 0, Kappa: 0.01, Alpha: 1, Beta: 1e-3},
+		Window: 5, Prune: 1e-12,
+	}
+}
+
+// withDefaults fills zero fields and validates the result.
+func (c DetectorConfig) withDefaults() (DetectorConfig, error) {
+	d := DefaultDetectorConfig()
+	if c.Hazard == 0 {
+		c.Hazard = d.Hazard
+	}
+	if c.MaxRun == 0 {
+		c.MaxRun = d.MaxRun
+	}
+	if c.Prior == (NormalGamma{}) {
+		c.Prior = d.Prior
+	}
+	if c.Window == 0 {
+		c.Window = d.Window
+	}
+	if c.Prune == 0 {
+		c.Prune = d.Prune
+	}
+	switch {
+	case !(c.Hazard > 0 && c.Hazard < 1):
+		return c, fmt.Errorf("bayes: detector hazard %g must be in (0, 1)", c.Hazard)
+	case c.MaxRun < 2 || c.MaxRun > 1<<16:
+		return c, fmt.Errorf("bayes: detector max run %d must be in [2, 65536]", c.MaxRun)
+	case c.Window < 1:
+		return c, fmt.Errorf("bayes: detector window %d must be at least 1", c.Window)
+	case !(c.Prune >= 0 && c.Prune <= 1e-3):
+		return c, fmt.Errorf("bayes: detector prune %g must be in [0, 1e-3]", c.Prune)
+	}
+	if err := c.Prior.Validate(); err != nil {
+		return c, fmt.Errorf("detector prior: %w", err)
+	}
+	return c, nil
+}
+
+// Detector is Bayesian online change-point detection (Adams & MacKay 2007)
+// on one stream, with a Normal model of unknown mean and precision per
+// segment (Normal-Gamma prior, Student-t predictive) and a constant hazard.
+//
+// Cell r of the run-length posterior holds the probability that the
+// current segment has r observations (r = 0 only right after a start or a
+// KnownChange) and the segment's Normal-Gamma posterior. Because κ and α of
+// a segment depend only on its length, κ_r = κ0 + r and α_r = α0 + r/2 and
+// the Gamma-function terms of the predictive are tabulated once; an
+// observation costs one logarithm and one exponential per live cell. All
+// arrays are allocated by NewDetector; Observe does not allocate.
+//
+// A Detector is not safe for concurrent use.
+type Detector struct {
+	cfg   DetectorConfig
+	logH  float64 // log H
+	log1H float64 // log(1−H)
+
+	// per run length r (tables)
+	kappa, alpha, konst []float64
+	capShrink           float64 // α/(α+½) at the last cell, the forgetting factor of β
+	logCapShrink        float64
+
+	// per cell (posterior), double-buffered
+	w, mu, beta, logBeta     []float64
+	nw, nmu, nbeta, nlogBeta []float64
+	lp                       []float64 // scratch: log predictive per cell
+
+	hi         int // highest cell that may hold weight
+	t          int // observations since the start or the last KnownChange
+	changeProb float64
+}
+
+// NewDetector returns a detector in the "no data yet" state (run length 0
+// with probability 1). It panics on an invalid configuration, like gonum's
+// constructors; use ValidateDetectorConfig first for user input.
+func NewDetector(cfg DetectorConfig) *Detector {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		panic(err)
+	}
+	n := c.MaxRun + 1
+	buf := make([]float64, 12*n)
+	take := func() []float64 { s := buf[:n:n]; buf = buf[n:]; return s }
+	d := &Detector{cfg: c, logH: math.Log(c.Hazard), log1H: math.Log1p(-c.Hazard)}
+	d.kappa, d.alpha, d.konst = take(), take(), take()
+	d.w, d.mu, d.beta, d.logBeta = take(), take(), take(), take()
+	d.nw, d.nmu, d.nbeta, d.nlogBeta = take(), take(), take(), take()
+	d.lp = take()
+	p := c.Prior
+	for r := range n {
+		k := p.Kappa + float64(r)
+		a := p.Alpha + float64(r)/2
+		lg1, _ := math.Lgamma(a + 0.5)
+		lg2, _ := math.Lgamma(a)
+		d.kappa[r], d.alpha[r] = k, a
+		d.konst[r] = lg1 - lg2 - 0.5*math.Log(2*math.Pi*(k+1)/k)
+	}
+	last := d.alpha[n-1]
+	d.capShrink = last / (last + 0.5)
+	d.logCapShrink = math.Log(d.capShrink)
+	d.reset()
+	return d
+}
+
+// ValidateDetectorConfig reports what is wrong with a configuration (after
+// defaults are applied), or nil.
+func ValidateDetectorConfig(cfg DetectorConfig) error {
+	_, err := cfg.withDefaults()
+	return err
+}
+
+// Config returns the configuration in use, defaults filled in.
+func (d *Detector) Config() DetectorConfig { return d.cfg }
+
+func (d *Detector) reset() {
+	clear(d.w[:d.hi+1])
+	d.w[0] = 1
+	d.mu[0], d.beta[0], d.logBeta[0] = d.cfg.Prior.Mu, d.cfg.Prior.Beta, math.Log(d.cfg.Prior.Beta)
+	d.hi, d.t, d.changeProb = 0, 0, 0
+}
+
+// KnownChange records a reported change point: the next observation starts
+// a new segment, with probability 1 (run length 0).
+func (d *Detector) KnownChange() { d.reset() }
+
+// SetPriorMean moves the mean of the prior used by new segments (and by the
+// empty segment, if the detector is at run length 0).
+func (d *Detector) SetPriorMean(mu float64) {
+	if math.IsNaN(mu) || math.IsInf(mu, 0) {
+		return
+	}
+	d.cfg.Prior.Mu = mu
+	if d.w[0] > 0 {
+		d.mu[0] = mu
+	}
+}
+
+// Observe folds one observation x (log-throughput) into the run-length
+// posterior (Adams & MacKay 2007, Algorithm 1, steps 3–7):
+//
+//	P(r_t = r+1, x_1:t) = P(r_t−1 = r, x_1:t−1) · π_r(x_t) · (1−H)
+//	P(r_t = 1,   x_1:t) = Σ_r P(r_t−1 = r, x_1:t−1) · π_prior(x_t) · H
+//
+// where π_r is the Student-t predictive of a segment of length r. (The new
+// segment is credited with x_t, so the change probability is informative
+// rather than equal to H.) Runs that would exceed MaxRun stay in the last
+// cell: its posterior is updated with β scaled by α/(α+½), so κ and α stay
+// those of a MaxRun-long run (an exponential forgetting), and mass arriving
+// from the cell below is merged into it by moment matching. Cells below
+// Prune are dropped and the rest renormalised. A non-finite x is ignored.
+// It returns ChangeProb.
+func (d *Detector) Observe(x float64) (changeProb float64) {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return d.changeProb
+	}
+	n := d.cfg.MaxRun + 1
+	hi := d.hi
+	// Log predictive of x under every live cell, and under the prior.
+	p := d.cfg.Prior
+	if !d.cfg.FixedPrior && d.t > 0 {
+		p.Mu = d.Mean()
+	}
+	dp := x - p.Mu
+	b0 := p.Beta + p.Kappa*dp*dp/(2*(p.Kappa+1))
+	lb0 := math.Log(b0)
+	lpPrior := d.konst[0] + p.Alpha*math.Log(p.Beta) - (p.Alpha+0.5)*lb0
+	m := lpPrior
+	for r := 0; r <= hi; r++ {
+		if d.w[r] == 0 {
+			continue
+		}
+		k := d.kappa[r]
+		dr := x - d.mu[r]
+		nb := d.beta[r] + k*dr*dr/(2*(k+1))
+		lnb := math.Log(nb)
+		d.nbeta[r], d.nlogBeta[r] = nb, lnb // updated β of cell r, stashed
+		l := d.konst[r] + d.alpha[r]*d.logBeta[r] - (d.alpha[r]+0.5)*lnb
+		d.lp[r] = l
+		if l > m {
+			m = l
+		}
+	}
+	// Growth: cell r moves to r+1 (the last cell stays), from the top down
+	// so the stashed β of cell r is read before cell r+1 is written.
+	newHi := min(hi+1, n-1)
+	clear(d.nw[:newHi+1])
+	total := 0.0
+	h1 := 1 - d.cfg.Hazard
+	for r := hi; r >= 0; r-- {
+		wr := d.w[r]
+		if wr == 0 {
+			continue
+		}
+		total += wr
+		g := wr * h1 * math.Exp(d.lp[r]-m)
+		k := d.kappa[r]
+		mu := d.mu[r] + (x-d.mu[r])/(k+1)
+		nb, lnb := d.nbeta[r], d.nlogBeta[r]
+		to := r + 1
+		if r == n-1 {
+			to = r
+			nb *= d.capShrink
+			lnb += d.logCapShrink
+		}
+		if to == n-1 && d.nw[to] > 0 {
+			d.mergeCap(g, mu, nb)
+			continue
+		}
+		d.nw[to], d.nmu[to], d.nbeta[to], d.nlogBeta[to] = g, mu, nb, lnb
+	}
+	// Change point: x starts a new segment (cell 1, prior updated with x).
+	c := total * d.cfg.Hazard * math.Exp(lpPrior-m)
+	mu1 := p.Mu + dp/(p.Kappa+1)
+	if d.nw[1] > 0 { // growth of the empty segment: same posterior
+		d.nw[1] += c
+	} else {
+		d.nw[1], d.nmu[1], d.nbeta[1], d.nlogBeta[1] = c, mu1, b0, lb0
+	}
+	d.nw[0] = 0
+	d.w, d.nw = d.nw, d.w
+	d.mu, d.nmu = d.nmu, d.mu
+	d.beta, d.nbeta = d.nbeta, d.beta
+	d.logBeta, d.nlogBeta = d.nlogBeta, d.logBeta
+	d.hi = newHi
+	d.normalize()
+	d.t++
+	d.changeProb = d.within(d.cfg.Window)
+	return d.changeProb
+}
+
+// mergeCap merges weight g with posterior (mu, beta) into the last cell of
+// the scratch buffers, matching the first two moments of the mean and
+// pooling the scale (both share κ and α of a MaxRun-long run).
+func (d *Detector) mergeCap(g, mu, beta float64) {
+	last := d.cfg.MaxRun
+	a := d.nw[last]
+	s := a + g
+	if s == 0 {
+		return
+	}
+	m1, b1 := d.nmu[last], d.nbeta[last]
+	dm := m1 - mu
+	k := d.kappa[last]
+	nb := (a*b1+g*beta)/s + k*a*g*dm*dm/(2*s*s)
+	d.nw[last] = s
+	d.nmu[last] = (a*m1 + g*mu) / s
+	d.nbeta[last] = nb
+	d.nlogBeta[last] = math.Log(nb)
+}
+
+// normalize rescales the posterior to sum to 1 and prunes negligible cells.
+func (d *Detector) normalize() {
+	s := 0.0
+	for _, v := range d.w[:d.hi+1] {
+		s += v
+	}
+	if !(s > 0) || math.IsInf(s, 0) { // everything underflowed: restart from the prior
+		d.reset()
+		return
+	}
+	inv := 1 / s
+	s2 := 0.0
+	top := 0
+	for r := 0; r <= d.hi; r++ {
+		v := d.w[r] * inv
+		if v < d.cfg.Prune {
+			v = 0
+		} else {
+			top = r
+		}
+		d.w[r] = v
+		s2 += v
+	}
+	d.hi = top
+	if s2 != 1 {
+		inv = 1 / s2
+		for r := 0; r <= top; r++ {
+			d.w[r] *= inv
+		}
+	}
+}
+
+// within is the probability that the current segment started with one of
+// the last k observations after the last known change point: Σ_{1≤r≤min(k,
+// t−1)} P(r_t = r). (A segment of length t began at the known change.)
+func (d *Detector) within(k int) float64 {
+	top := min(k, d.t-1, d.hi)
+	s := 0.0
+	for r := 1; r <= top; r++ {
+		s += d.w[r]
+	}
+	return s
+}
+
+// ChangeProb is the posterior probability that an unannounced change point
+// occurred within the last Window observations (since the last known one).
+func (d *Detector) ChangeProb() float64 { return d.changeProb }
+
+// ChangeWithin is the posterior probability that the current segment began
+// with one of the last k observations, after the last known change point.
+func (d *Detector) ChangeWithin(k int) float64 { return d.within(k) }
+
+// RunLength is the MAP run length: the most probable number of
+// observations in the current segment (capped at MaxRun).
+func (d *Detector) RunLength() int {
+	best, arg := -1.0, 0
+	for r := 0; r <= d.hi; r++ {
+		if d.w[r] > best {
+			best, arg = d.w[r], r
+		}
+	}
+	return arg
+}
+
+// RunLengthProb is P(r_t = r | x_1:t), 0 outside [0, MaxRun].
+func (d *Detector) RunLengthProb(r int) float64 {
+	if r < 0 || r > d.hi {
+		return 0
+	}
+	return d.w[r]
+}
+
+// Observations is the number of observations since the start or the last
+// KnownChange.
+func (d *Detector) Observations() int { return d.t }
+
+// Mean is the posterior mean of the current segment's level, averaged over
+// the run-length posterior (the prior mean before any observation).
+func (d *Detector) Mean() float64 {
+	s := 0.0
+	for r := 0; r <= d.hi; r++ {
+		if d.w[r] > 0 {
+			s += d.w[r] * d.mu[r]
+		}
+	}
+	return s
+}
+
+// MeanVariance is the posterior variance of the current segment's level:
+// the run-length mixture of the segments' posterior variances of μ,
+// β/(κ(α−1)), plus the spread of their means. Cells with α ≤ 1 count with
+// the prior's predictive scale β(κ+1)/(ακ) instead (their variance is
+// infinite).
+func (d *Detector) MeanVariance() float64 {
+	mean := d.Mean()
+	s := 0.0
+	for r := 0; r <= d.hi; r++ {
+		w := d.w[r]
+		if w == 0 {
+			continue
+		}
+		k, a := d.kappa[r], d.alpha[r]
+		v := d.beta[r] * (k + 1) / (a * k)
+		if a > 1 {
+			v = d.beta[r] / (k * (a - 1))
+		}
+		dm := d.mu[r] - mean
+		s += w * (v + dm*dm)
+	}
+	return s
+}

@@ -1,0 +1,2 @@
+// Package bayes forecasts training jobs from live events only.
+package bayes

@@ -1,0 +1,439 @@
+package bayes
+
+import (
+	"fmt"
+	"math"
+)
+
+// MaxJobEpochs bounds the epochs a job may imply (the protocol's limit):
+// per-job and per-family state grows with the epoch count.
+const MaxJobEpochs = 100_000
+
+// maxLevels bounds the batch-size levels one forecast tracks, and
+// maxNodeLevels the levels one family node learns; further levels are
+// ignored (documented in doc.go).
+const (
+	maxLevels     = 12
+	maxNodeLevels = 8
+	maxSegments   = 4096 // regime changes remembered per job
+)
+
+// ForecastConfig parameterises a Forecaster. The zero value of a field
+// means its default (DefaultForecastConfig).
+type ForecastConfig struct {
+	// Detector configures each job's change-point detector on its
+	// log-throughput stream.
+	Detector DetectorConfig
+	// RecipeStrength, ModeStrength and ModelStrength are the concentrations
+	// β of the hierarchical Dirichlet smoothing of per-epoch transitions
+	// at the three family levels (recipe = model, mode, bs0, workers;
+	// model+mode; model): a level's estimate is (counts + β·parent) /
+	// (occupancy + β). Positive.
+	RecipeStrength, ModeStrength, ModelStrength float64
+	// WeakHazard is the per-epoch probability of a batch-size change in
+	// the weak prior of a job with a dynamic (non-static) mode, before its
+	// own history is seen; in [0, 1).
+	WeakHazard float64
+	// WeakStrength is the weight, in pseudo-epochs, of WeakHazard against
+	// the job's own observed change rate (a Beta prior). Positive.
+	WeakStrength float64
+	// Ratio is the prior of y = log2-slope of samples/s against batch size
+	// (y = Δln(samples/s) / Δlog2(batch size)) used to guess the
+	// throughput of a batch size never measured; learned per model from
+	// completed jobs.
+	Ratio NormalGamma
+	// UninformedSamplesPerGPU is the samples/s per GPU assumed for a job
+	// with no declared, measured or peer throughput (Forecast.Uninformed).
+	UninformedSamplesPerGPU float64
+}
+
+// DefaultForecastConfig returns the defaults: strengths 0.5 (recipe), 1
+// (model+mode), 2 (model); weak hazard 0.01 per epoch with 50 pseudo-epochs;
+// ratio prior centred on 0.1 (a doubled batch size processes about 7 %
+// more samples per second) with a scale of about 0.3; 500 samples/s per GPU
+// when nothing is known.
+func DefaultForecastConfig() ForecastConfig {
+	return ForecastConfig{
+		Detector:       DefaultDetectorConfig(),
+		RecipeStrength: 0.5, ModeStrength: 1, ModelStrength: 2,
+		WeakHazard: 0.01, WeakStrength: 50,
+		Ratio:                   NormalGamma{Mu: 0.1, Kappa: 1, Alpha: 2, Beta: 0.09},
+		UninformedSamplesPerGPU: 500,
+	}
+}
+
+func (c ForecastConfig) withDefaults() (ForecastConfig, error) {
+	d := DefaultForecastConfig()
+	c.Detector = mergeDetector(c.Detector, d.Detector)
+	if c.RecipeStrength == 0 {
+		c.RecipeStrength = d.RecipeStrength
+	}
+	if c.ModeStrength == 0 {
+		c.ModeStrength = d.ModeStrength
+	}
+	if c.ModelStrength == 0 {
+		c.ModelStrength = d.ModelStrength
+	}
+	if c.WeakHazard == 0 {
+		c.WeakHazard = d.WeakHazard
+	}
+	if c.WeakStrength == 0 {
+		c.WeakStrength = d.WeakStrength
+	}
+	if c.Ratio == (NormalGamma{}) {
+		c.Ratio = d.Ratio
+	}
+	if c.UninformedSamplesPerGPU == 0 {
+		c.UninformedSamplesPerGPU = d.UninformedSamplesPerGPU
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"recipe strength", c.RecipeStrength}, {"mode strength", c.ModeStrength},
+		{"model strength", c.ModelStrength}, {"weak strength", c.WeakStrength},
+		{"uninformed samples per GPU", c.UninformedSamplesPerGPU},
+	} {
+		if !(f.v > 0) || math.IsInf(f.v, 0) {
+			return c, fmt.Errorf("bayes: forecast config: %s %g must be finite and positive", f.name, f.v)
+		}
+	}
+	if !(c.WeakHazard >= 0 && c.WeakHazard < 1) {
+		return c, fmt.Errorf("bayes: forecast config: weak hazard %g must be in [0, 1)", c.WeakHazard)
+	}
+	if err := c.Ratio.Validate(); err != nil {
+		return c, fmt.Errorf("forecast config ratio prior: %w", err)
+	}
+	if err := ValidateDetectorConfig(c.Detector); err != nil {
+		return c, fmt.Errorf("forecast config: %w", err)
+	}
+	return c, nil
+}
+
+func mergeDetector(c, d DetectorConfig) DetectorConfig {
+	if c == (DetectorConfig{}) {
+		return d
+	}
+	return c // zero fields are filled by NewDetector
+}
+
+// JobSpec is what a job declares when it is admitted.
+type JobSpec struct {
+	ID, Model, Mode  string // Mode: "static", "gns", "accordion" or "" (unknown)
+	Workers          int    // gang width, ≥ 1
+	InitialBatchSize int    // bs0, ≥ 1
+	DatasetSize      int    // samples per epoch S, ≥ 1
+	TotalSteps       int64  // steps at bs0, ≥ 1
+	// Throughput is the declared isolated steps/s at bs0 on Workers GPUs;
+	// 0 means unknown.
+	Throughput float64
+}
+
+func (s JobSpec) validate() error {
+	switch {
+	case s.ID == "":
+		return fmt.Errorf("bayes: job spec: empty id")
+	case s.Model == "":
+		return fmt.Errorf("bayes: job %s: empty model", s.ID)
+	case s.Workers < 1:
+		return fmt.Errorf("bayes: job %s: workers %d must be at least 1", s.ID, s.Workers)
+	case s.InitialBatchSize < 1:
+		return fmt.Errorf("bayes: job %s: initial batch size %d must be at least 1", s.ID, s.InitialBatchSize)
+	case s.DatasetSize < 1:
+		return fmt.Errorf("bayes: job %s: dataset size %d must be at least 1", s.ID, s.DatasetSize)
+	case s.TotalSteps < 1:
+		return fmt.Errorf("bayes: job %s: total steps %d must be at least 1", s.ID, s.TotalSteps)
+	case !(s.Throughput >= 0) || math.IsInf(s.Throughput, 0):
+		return fmt.Errorf("bayes: job %s: throughput %g must be finite and non-negative", s.ID, s.Throughput)
+	}
+	if e := ceilDiv(s.TotalSteps, int64(ipe(s.DatasetSize, s.InitialBatchSize))); e > MaxJobEpochs {
+		return fmt.Errorf("bayes: job %s: %d total steps make %d epochs, more than %d", s.ID, s.TotalSteps, e, MaxJobEpochs)
+	}
+	return nil
+}
+
+// Observation is a job's state after one slice of execution (or after a
+// state change only, with Elapsed 0).
+type Observation struct {
+	StepsDone  int64   // cumulative steps, counted at BatchSize; ≥ 0
+	TotalSteps int64   // steps the job needs in all, at BatchSize; ≥ 1
+	Epoch      int     // completed epochs (checked, informational: the position comes from the steps)
+	BatchSize  int     // batch size used in this slice (or adopted); ≥ 1
+	Throughput float64 // measured steps/s at BatchSize over this slice; 0 = none
+	Elapsed    float64 // seconds of execution in this slice; ≥ 0
+}
+
+func (o Observation) validate(id string) error {
+	switch {
+	case o.StepsDone < 0:
+		return fmt.Errorf("bayes: job %s: steps done %d must be non-negative", id, o.StepsDone)
+	case o.TotalSteps < 1:
+		return fmt.Errorf("bayes: job %s: total steps %d must be at least 1", id, o.TotalSteps)
+	case o.Epoch < 0:
+		return fmt.Errorf("bayes: job %s: epoch %d must be non-negative", id, o.Epoch)
+	case o.BatchSize < 1:
+		return fmt.Errorf("bayes: job %s: batch size %d must be at least 1", id, o.BatchSize)
+	case !(o.Throughput >= 0) || math.IsInf(o.Throughput, 0):
+		return fmt.Errorf("bayes: job %s: throughput %g must be finite and non-negative", id, o.Throughput)
+	case !(o.Elapsed >= 0) || math.IsInf(o.Elapsed, 0):
+		return fmt.Errorf("bayes: job %s: elapsed %g must be finite and non-negative", id, o.Elapsed)
+	}
+	return nil
+}
+
+// segment is one regime of a job's history: batch size bs from epoch start.
+type segment struct{ start, bs int32 }
+
+// levelObs is a job's own throughput measurement at one batch size: the
+// detector's segment mean of log steps/s when the job last left it.
+type levelObs struct {
+	bs     int
+	logThr float64
+	v      float64 // variance of logThr
+}
+
+// job is the per-job state.
+type job struct {
+	spec   JobSpec
+	nodes  [3]*node // model, model+mode, recipe (coarse to fine)
+	epochs int      // E, from the latest report
+	bs     int
+	steps  int64
+	total  int64
+	pos    float64 // epochs done (fractional), StepsDone / ceil(S/bs)
+
+	segs      []segment
+	truncated bool // more than maxSegments changes: the job will not teach
+	changes   int
+	det       *Detector
+	own       [maxLevels]levelObs
+	nown      int
+	thr       *thrStat // peer table entry of the current batch size
+}
+
+// Forecaster holds per-job state and per-family priors learned from
+// completed jobs. It is deterministic and not safe for concurrent use.
+type Forecaster struct {
+	cfg   ForecastConfig
+	jobs  map[string]*job
+	nodes map[famKey]*node
+	thr   map[thrKey]*thrStat
+	ratio map[string]*NormalGamma // per model; "" pools all models
+}
+
+// NewForecaster returns an empty forecaster. It panics on an invalid
+// configuration; ValidateForecastConfig checks one first.
+func NewForecaster(cfg ForecastConfig) *Forecaster {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		panic(err)
+	}
+	return &Forecaster{
+		cfg: c, jobs: map[string]*job{}, nodes: map[famKey]*node{},
+		thr: map[thrKey]*thrStat{}, ratio: map[string]*NormalGamma{},
+	}
+}
+
+// ValidateForecastConfig reports what is wrong with a configuration after
+// defaults are applied, or nil.
+func ValidateForecastConfig(cfg ForecastConfig) error {
+	_, err := cfg.withDefaults()
+	return err
+}
+
+// Len is the number of jobs the forecaster tracks.
+func (f *Forecaster) Len() int { return len(f.jobs) }
+
+// Admit starts tracking a job. It fails, changing nothing, on a duplicate
+// id or an invalid spec.
+func (f *Forecaster) Admit(spec JobSpec) error {
+	if err := spec.validate(); err != nil {
+		return err
+	}
+	if _, dup := f.jobs[spec.ID]; dup {
+		return fmt.Errorf("bayes: job %s already admitted", spec.ID)
+	}
+	j := &job{
+		spec:   spec,
+		epochs: int(ceilDiv(spec.TotalSteps, int64(ipe(spec.DatasetSize, spec.InitialBatchSize)))),
+		bs:     spec.InitialBatchSize,
+		total:  spec.TotalSteps,
+		det:    NewDetector(f.cfg.Detector),
+		segs:   []segment{{0, int32(spec.InitialBatchSize)}},
+	}
+	for lvl := range j.nodes {
+		j.nodes[lvl] = f.node(familyKey(lvl, spec))
+	}
+	j.thr = f.thrEntry(spec.Model, j.bs, spec.Workers)
+	if spec.Throughput > 0 {
+		j.det.SetPriorMean(math.Log(spec.Throughput))
+	}
+	f.jobs[spec.ID] = j
+	return nil
+}
+
+// Observe folds one report of a running job. A batch size different from
+// the previous report's is a known change point: the regime history gets a
+// new segment starting at the epoch the job had reached (the simulator
+// rounds completed epochs up on a change, §2.5 step 6) and the detector
+// restarts. A positive Throughput is one observation of log steps/s for
+// the detector and the peer throughput table. It fails, changing nothing,
+// for an unknown job or an invalid observation.
+func (f *Forecaster) Observe(id string, o Observation) error {
+	j, ok := f.jobs[id]
+	if !ok {
+		return fmt.Errorf("bayes: unknown job %s", id)
+	}
+	if err := o.validate(id); err != nil {
+		return err
+	}
+	prevPos := j.pos
+	n := ipe(j.spec.DatasetSize, o.BatchSize)
+	pos := float64(o.StepsDone) / float64(n)
+	if o.BatchSize != j.bs {
+		start := math.Ceil(prevPos - 1e-9)
+		if o.Elapsed == 0 {
+			start = math.Floor(pos + 1e-9)
+		}
+		f.changeRegime(j, o.BatchSize, int(max(start, 0)))
+	}
+	j.steps, j.total = o.StepsDone, o.TotalSteps
+	j.epochs = max(1, int(ceilDiv(o.TotalSteps, int64(n))))
+	j.pos = min(pos, float64(j.epochs))
+	if o.Throughput > 0 {
+		x := math.Log(o.Throughput)
+		j.det.Observe(x)
+		j.thr.add(x)
+	}
+	return nil
+}
+
+// changeRegime records a known change point to batch size bs at epoch
+// start.
+func (f *Forecaster) changeRegime(j *job, bs, start int) {
+	if j.det.Observations() > 0 {
+		j.setOwn(j.bs, j.det.Mean(), j.det.MeanVariance())
+	}
+	j.det.KnownChange()
+	if o := j.ownAt(bs); o != nil {
+		j.det.SetPriorMean(o.logThr)
+	}
+	j.bs = bs
+	j.changes++
+	j.thr = f.thrEntry(j.spec.Model, bs, j.spec.Workers)
+	last := &j.segs[len(j.segs)-1]
+	start = max(start, int(last.start))
+	switch {
+	case start == int(last.start):
+		last.bs = int32(bs)
+		if len(j.segs) > 1 && j.segs[len(j.segs)-2].bs == last.bs {
+			j.segs = j.segs[:len(j.segs)-1]
+		}
+	case len(j.segs) >= maxSegments:
+		j.truncated = true
+	default:
+		j.segs = append(j.segs, segment{int32(start), int32(bs)})
+	}
+}
+
+func (j *job) ownAt(bs int) *levelObs {
+	for i := range j.nown {
+		if j.own[i].bs == bs {
+			return &j.own[i]
+		}
+	}
+	return nil
+}
+
+func (j *job) setOwn(bs int, mu, v float64) {
+	if o := j.ownAt(bs); o != nil {
+		o.logThr, o.v = mu, v
+		return
+	}
+	if j.nown < maxLevels {
+		j.own[j.nown] = levelObs{bs: bs, logThr: mu, v: v}
+		j.nown++
+	}
+}
+
+// Complete folds a finished job's regime history into its families'
+// priors (recipe, model+mode, model) and its measured throughput ratios
+// into its model's ratio posterior, then forgets the job. An unknown id is
+// ignored.
+func (f *Forecaster) Complete(id string) {
+	j, ok := f.jobs[id]
+	if !ok {
+		return
+	}
+	if !j.truncated {
+		last := min(j.epochs, int(math.Ceil(j.pos-1e-9)))
+		if j.steps >= j.total {
+			last = j.epochs
+		}
+		for _, nd := range j.nodes {
+			nd.fold(j.segs, last)
+		}
+	}
+	if j.det.Observations() > 0 {
+		j.setOwn(j.bs, j.det.Mean(), j.det.MeanVariance())
+	}
+	f.learnRatios(j)
+	delete(f.jobs, id)
+}
+
+// Remove forgets a job that left unfinished. Its measured throughputs have
+// already taught the peer table; its regime history teaches nothing,
+// because a job that was cancelled or failed need not follow its family's
+// schedule. An unknown id is ignored.
+func (f *Forecaster) Remove(id string) { delete(f.jobs, id) }
+
+// learnRatios updates the model's (and the pooled) ratio posterior with
+// the log2-slopes of samples/s between the job's measured batch sizes,
+// adjacent in size.
+func (f *Forecaster) learnRatios(j *job) {
+	if j.nown < 2 {
+		return
+	}
+	lv := j.own[:j.nown]
+	// insertion sort by batch size (at most maxLevels entries, no allocation)
+	for a := 1; a < len(lv); a++ {
+		for b := a; b > 0 && lv[b].bs < lv[b-1].bs; b-- {
+			lv[b], lv[b-1] = lv[b-1], lv[b]
+		}
+	}
+	for _, key := range []string{j.spec.Model, ""} {
+		r := f.ratio[key]
+		if r == nil {
+			p := f.cfg.Ratio
+			r = &p
+			f.ratio[key] = r
+		}
+		for k := 1; k < len(lv); k++ {
+			a, b := lv[k-1], lv[k]
+			dl := math.Log2(float64(b.bs) / float64(a.bs))
+			y := (b.logThr + math.Log(float64(b.bs)) - a.logThr - math.Log(float64(a.bs))) / dl
+			*r = r.Update(y)
+		}
+	}
+}
+
+// ratioPrior is the posterior of the log2-slope for a model: the model's,
+// else the pool's, else the configured prior.
+func (f *Forecaster) ratioPrior(model string) NormalGamma {
+	if r := f.ratio[model]; r != nil {
+		return *r
+	}
+	if r := f.ratio[""]; r != nil {
+		return *r
+	}
+	return f.cfg.Ratio
+}
+
+func ipe(dataset, bs int) int { return int(ceilDiv(int64(dataset), int64(bs))) }
+
+func ceilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}
