@@ -34,10 +34,58 @@ func familyKey(level int, s JobSpec) famKey {
 func (f *Forecaster) node(k famKey) *node {
 	n := f.nodes[k]
 	if n == nil {
-		n = &node{}
+		n = &node{keys: keyMultiplier}
+		switch {
+		case k.level == levelRecipe:
+			n.keys = keyAbsolute
+		case k.level == levelMode && k.mode == "accordion":
+			n.keys = keyBase
+		}
 		f.nodes[k] = n
 	}
 	return n
+}
+
+// How a node names batch-size levels, so that coarse families pool jobs
+// with different initial batch sizes: a recipe by the batch size itself;
+// an accordion model+mode family by "bs0" (key 0) or the absolute large
+// batch size (Accordion switches between bs0 and the model's Bmax, §2.3);
+// any other coarse family by the multiple of bs0 (gns doubles, §2.3), key
+// −round(1024·bs/bs0).
+const (
+	keyAbsolute = iota
+	keyBase
+	keyMultiplier
+)
+
+// levelKey is the node key of batch size bs for a job starting at bs0.
+func levelKey(kind, bs, bs0 int) int32 {
+	switch kind {
+	case keyBase:
+		if bs == bs0 {
+			return 0
+		}
+		return int32(bs)
+	case keyMultiplier:
+		return -int32(math.Round(1024 * float64(bs) / float64(bs0)))
+	}
+	return int32(bs)
+}
+
+// levelBS inverts levelKey for a job starting at bs0; -1 when the key names
+// no integral batch size for it.
+func levelBS(kind int, key int32, bs0 int) int {
+	switch {
+	case kind == keyBase && key == 0:
+		return bs0
+	case key < 0:
+		num := int64(-key) * int64(bs0)
+		if num%1024 != 0 {
+			return -1
+		}
+		return int(num / 1024)
+	}
+	return int(key)
 }
 
 // move is count n of jobs that went from level index from to level index
@@ -49,12 +97,14 @@ type move struct {
 }
 
 // node holds the per-epoch regime statistics of one family, learned from
-// its completed jobs: occ[e][i] jobs were at level i in epoch e and had an
-// epoch e+1; moves[e] lists those that changed level between e and e+1.
+// the epochs its jobs went through: occ[e][i] jobs were at level i in epoch
+// e and then started epoch e+1; moves[e] lists those that changed level
+// between e and e+1. jobs counts the jobs that taught it anything.
 // The transition estimate at epoch e from level i is the Dirichlet
 // posterior mean (counts + β·parent)/(occ + β) (MacKay & Peto 1995's
 // hierarchical Dirichlet smoothing), computed in forecast.go.
 type node struct {
+	keys   int // keyAbsolute, keyBase or keyMultiplier
 	jobs   int
 	levels [maxNodeLevels]int32
 	nlev   int
@@ -62,55 +112,54 @@ type node struct {
 	moves  [][]move
 }
 
-// index returns the level index of batch size bs, adding it when add is
-// set and there is room; -1 when absent.
-func (n *node) index(bs int, add bool) int {
+// index returns the level index of level key, adding it when add is set
+// and there is room; -1 when absent.
+func (n *node) index(key int32, add bool) int {
 	for i := range n.nlev {
-		if int(n.levels[i]) == bs {
+		if n.levels[i] == key {
 			return i
 		}
 	}
 	if !add || n.nlev == maxNodeLevels {
 		return -1
 	}
-	n.levels[n.nlev] = int32(bs)
+	n.levels[n.nlev] = key
 	n.nlev++
 	return n.nlev - 1
 }
 
-// fold adds one completed job's regime history (segments, epochs 0..last−1
-// completed) to the node.
-func (n *node) fold(segs []segment, last int) {
-	if last < 1 {
+// teach adds the transitions e → e+1 for e in [from, to) of one job's
+// regime history (segments; initial batch size bs0) to the node: occ[e]
+// at the level of epoch e, and a move when epoch e+1 is at another level.
+func (n *node) teach(segs []segment, from, to, bs0 int) {
+	if to <= from {
 		return
 	}
-	n.jobs++
-	if len(n.occ) < last-1 {
-		n.occ = append(n.occ, make([][maxNodeLevels]float32, last-1-len(n.occ))...)
-		n.moves = append(n.moves, make([][]move, last-1-len(n.moves))...)
+	if len(n.occ) < to {
+		n.occ = append(n.occ, make([][maxNodeLevels]float32, to-len(n.occ))...)
+		n.moves = append(n.moves, make([][]move, to-len(n.moves))...)
 	}
-	for s, seg := range segs {
-		from := int(seg.start)
-		to := last - 1 // epochs e with a successor inside this segment: [from, to)
-		if s+1 < len(segs) {
-			to = min(to, int(segs[s+1].start)-1)
+	s := len(segs) - 1 // the segment holding epoch from
+	for s > 0 && int(segs[s].start) > from {
+		s--
+	}
+	for e := from; e < to; e++ {
+		for s+1 < len(segs) && int(segs[s+1].start) <= e {
+			s++
 		}
-		i := n.index(int(seg.bs), true)
+		cur := int(segs[s].bs)
+		next := cur
+		if s+1 < len(segs) && int(segs[s+1].start) <= e+1 {
+			next = int(segs[s+1].bs)
+		}
+		i := n.index(levelKey(n.keys, cur, bs0), true)
 		if i < 0 {
 			continue
 		}
-		for e := from; e < to; e++ {
-			n.occ[e][i]++
-		}
-		// the change at the segment's end: epoch end-1 → end
-		if s+1 < len(segs) {
-			e := int(segs[s+1].start) - 1
-			if e >= 0 && e < last-1 {
-				k := n.index(int(segs[s+1].bs), true)
-				if k >= 0 {
-					n.occ[e][i]++
-					n.addMove(e, i, k)
-				}
+		n.occ[e][i]++
+		if next != cur {
+			if k := n.index(levelKey(n.keys, next, bs0), true); k >= 0 {
+				n.addMove(e, i, k)
 			}
 		}
 	}
@@ -173,5 +222,3 @@ func (f *Forecaster) peerThroughput(model string, bs, workers int) (mu, v float6
 	}
 	return s.mean, s.variance() + 1e-4, true
 }
-
-var _ = math.Inf

@@ -252,7 +252,7 @@ func (f *Forecaster) prepare(j *job, st *forecastState) {
 		}
 		st.nodes[lvl], st.beta[lvl] = nd, betas[lvl]
 		for i := range nd.nlev {
-			lv.add(int(nd.levels[i]))
+			lv.add(levelBS(nd.keys, nd.levels[i], j.spec.InitialBatchSize))
 		}
 	}
 	dynamic := j.spec.Mode != "static"
@@ -283,7 +283,7 @@ func (f *Forecaster) prepare(j *job, st *forecastState) {
 			continue
 		}
 		for k := range nd.nlev {
-			if i := lv.find(int(nd.levels[k])); i >= 0 {
+			if i := lv.find(levelBS(nd.keys, nd.levels[k], j.spec.InitialBatchSize)); i >= 0 {
 				st.nmap[lvl][k], st.jmap[lvl][i] = int8(i), int8(k)
 			}
 		}

@@ -203,7 +203,8 @@ type job struct {
 	pos    float64 // epochs done (fractional), StepsDone / ceil(S/bs)
 
 	segs      []segment
-	truncated bool // more than maxSegments changes: the job will not teach
+	truncated bool // more than maxSegments changes: the job stops teaching
+	taught    int  // transitions e → e+1 for e < taught are in the families
 	changes   int
 	det       *Detector
 	own       [maxLevels]levelObs
@@ -305,7 +306,27 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 		j.det.Observe(x)
 		j.thr.add(x)
 	}
+	// Epochs below the position have started at their final batch size (a
+	// later change starts at ceil(position) or beyond), so the transitions
+	// into them are facts: teach them to the families now.
+	f.teach(j, int(math.Ceil(j.pos-1e-9))-1)
 	return nil
+}
+
+// teach folds the job's transitions e → e+1 for taught ≤ e < to into its
+// family nodes.
+func (f *Forecaster) teach(j *job, to int) {
+	to = min(to, j.epochs-1)
+	if j.truncated || to <= j.taught {
+		return
+	}
+	for _, nd := range j.nodes {
+		if j.taught == 0 {
+			nd.jobs++
+		}
+		nd.teach(j.segs, j.taught, to, j.spec.InitialBatchSize)
+	}
+	j.taught = to
 }
 
 // changeRegime records a known change point to batch size bs at epoch
@@ -356,24 +377,16 @@ func (j *job) setOwn(bs int, mu, v float64) {
 	}
 }
 
-// Complete folds a finished job's regime history into its families'
-// priors (recipe, model+mode, model) and its measured throughput ratios
-// into its model's ratio posterior, then forgets the job. An unknown id is
-// ignored.
+// Complete ends a finished job: its remaining transitions (to the last
+// epoch) teach its families (recipe, model+mode, model), its measured
+// throughput ratios teach its model's ratio posterior, and the job is
+// forgotten. An unknown id is ignored.
 func (f *Forecaster) Complete(id string) {
 	j, ok := f.jobs[id]
 	if !ok {
 		return
 	}
-	if !j.truncated {
-		last := min(j.epochs, int(math.Ceil(j.pos-1e-9)))
-		if j.steps >= j.total {
-			last = j.epochs
-		}
-		for _, nd := range j.nodes {
-			nd.fold(j.segs, last)
-		}
-	}
+	f.teach(j, j.epochs-1)
 	if j.det.Observations() > 0 {
 		j.setOwn(j.bs, j.det.Mean(), j.det.MeanVariance())
 	}
@@ -381,10 +394,11 @@ func (f *Forecaster) Complete(id string) {
 	delete(f.jobs, id)
 }
 
-// Remove forgets a job that left unfinished. Its measured throughputs have
-// already taught the peer table; its regime history teaches nothing,
-// because a job that was cancelled or failed need not follow its family's
-// schedule. An unknown id is ignored.
+// Remove forgets a job that left unfinished. What it already taught stays:
+// its measured throughputs (peer table) and the transitions of the epochs
+// it went through (observed facts); its future teaches nothing, and its
+// throughput ratios do not teach the ratio posterior. An unknown id is
+// ignored.
 func (f *Forecaster) Remove(id string) { delete(f.jobs, id) }
 
 // learnRatios updates the model's (and the pooled) ratio posterior with
