@@ -160,8 +160,15 @@ func (d *Detector) reset() {
 }
 
 // KnownChange records a reported change point: the next observation starts
-// a new segment, with probability 1 (run length 0).
-func (d *Detector) KnownChange() { d.reset() }
+// a new segment, with probability 1 (run length 0). Unless FixedPrior is
+// set, the new segment's prior is centred on the old segment's mean (call
+// SetPriorMean afterwards to centre it on a better guess).
+func (d *Detector) KnownChange() {
+	if !d.cfg.FixedPrior && d.t > 0 {
+		d.cfg.Prior.Mu = d.Mean()
+	}
+	d.reset()
+}
 
 // SetPriorMean moves the mean of the prior used by new segments (and by the
 // empty segment, if the detector is at run length 0).
