@@ -51,13 +51,6 @@ func Steps[T any](ctx context.Context, j *Job, src Source[T]) iter.Seq2[T, error
 		fresh := true // no batch yet in this epoch
 		done := ctx.Done()
 		for {
-			if j.state.Load() != int32(Running) {
-				if err := j.pause(ctx, false); err != nil {
-					yield(zero, err)
-					return
-				}
-				last = time.Now()
-			}
 			select {
 			case <-done:
 				yield(zero, j.jobErr(ctx.Err(), "training loop"))
@@ -83,6 +76,16 @@ func Steps[T any](ctx context.Context, j *Job, src Source[T]) iter.Seq2[T, error
 				return
 			}
 			fresh = false
+			// The lease check sits right before the step: a revocation
+			// that arrived while the batch was loading is honored now, and
+			// the batch is kept for after the suspension.
+			if j.state.Load() != int32(Running) {
+				if err := j.pause(ctx, false); err != nil {
+					yield(zero, err)
+					return
+				}
+				last = time.Now()
+			}
 			more := yield(b, nil)
 			now := time.Now()
 			j.RecordSteps(1, now.Sub(last))
