@@ -243,7 +243,11 @@ func (c *Core) end(j *job, s JobState, reason string) {
 	if i := slices.Index(c.active, j); i >= 0 {
 		c.active = slices.Delete(c.active, i, i+1)
 	}
-	c.pol.Remove(j.view.ID)
+	if cp, ok := c.pol.(policy.Completer); ok && s == Completed {
+		cp.Complete(&j.view)
+	} else {
+		c.pol.Remove(j.view.ID)
+	}
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 

@@ -20,6 +20,9 @@ type ShockwaveConfig struct {
 	RhoMax       float64   `json:"rhomax"`                  // finish-time-fairness bound (1)
 	LogBases     []float64 `json:"log_approximation_bases"` // breakpoints of the piecewise-linear log
 	ExactLog     bool      `json:"exact_log,omitempty"`     // use ln itself instead of the PWL
+	// Info is the information mode: InfoOnline (events only, the default)
+	// or InfoProfile (the original's declared schedules).
+	Info string `json:"info,omitempty"`
 	// Accepted and ignored: they configure the original's commercial solver
 	// or nothing at all.
 	GPURAM        float64 `json:"gpu_ram,omitempty"`
@@ -57,6 +60,11 @@ func (c ShockwaveConfig) Validate() error {
 	case !(c.RhoMax > 0) || math.IsInf(c.RhoMax, 0):
 		return fmt.Errorf("shockwave config: rhomax %g must be positive", c.RhoMax)
 	}
+	switch c.Info {
+	case "", InfoOnline, InfoProfile:
+	default:
+		return fmt.Errorf("shockwave config: info %q must be %q or %q", c.Info, InfoOnline, InfoProfile)
+	}
 	if !c.ExactLog {
 		b := c.LogBases
 		if len(b) < 2 || b[0] != 0 || b[len(b)-1] != 1 || !slices.IsSorted(b) {
@@ -84,6 +92,8 @@ type Shockwave struct {
 	lastResult *market.Result
 	lastIndex  map[string]int // job → index in the last solve
 	onSolve    func(*market.Instance)
+	online     *swOnline // nil in profile mode
+	admitErrs  []string  // online admissions refused (the job falls back to its profile)
 }
 
 // NewShockwave returns the policy with cfg (validated).
@@ -95,6 +105,9 @@ func NewShockwave(cfg ShockwaveConfig) (*Shockwave, error) {
 	s.settings = *market.DefaultSettings()
 	s.settings.K, s.settings.Lambda, s.settings.RhoMax = cfg.K, cfg.Lambda, cfg.RhoMax
 	s.settings.Breakpoints, s.settings.ExactLog = slices.Clone(cfg.LogBases), cfg.ExactLog
+	if cfg.Info != InfoProfile {
+		s.online = newSWOnline()
+	}
 	return s, nil
 }
 
@@ -102,15 +115,29 @@ func NewShockwave(cfg ShockwaveConfig) (*Shockwave, error) {
 func (s *Shockwave) Name() string { return "shockwave" }
 
 // Admit creates the job's metadata with the round start as its submit time
-// (spec §3.3 step 5) and forces a re-solve.
+// (spec §3.3 step 5) and forces a re-solve. In online mode the profile
+// metadata is kept for the forecast report only (built from a declared
+// schedule, if any); the market reads the online forecaster.
 func (s *Shockwave) Admit(j *Job) {
 	s.meta[j.ID] = newSWMeta(j, j.AdmitTime)
+	if s.online != nil {
+		if err := s.online.admit(j); err != nil {
+			s.admitErrs = append(s.admitErrs, err.Error())
+		}
+	}
 	s.order = append(s.order, j.ID)
 	s.resolve, s.jobsMoved = true, true
 }
 
 // Remove drops the job's metadata and forces a re-solve.
 func (s *Shockwave) Remove(id string) {
+	if s.online != nil {
+		s.online.remove(id)
+	}
+	s.drop(id)
+}
+
+func (s *Shockwave) drop(id string) {
 	delete(s.meta, id)
 	if i := slices.Index(s.order, id); i >= 0 {
 		s.order = slices.Delete(s.order, i, i+1)

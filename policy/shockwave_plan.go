@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/shockwave-sched/shockwave/market"
 )
@@ -18,6 +19,16 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	}
 	if snap.Now != 0 {
 		s.advance(jobs)
+	}
+	if s.online != nil {
+		if err := s.online.refresh(snap); err != nil {
+			return nil, err
+		}
+		for _, j := range snap.Jobs { // the profile shadow, for the forecast report
+			if m := s.meta[j.ID]; m != nil {
+				m.epoch = j.Epoch
+			}
+		}
 	}
 	plan := &Plan{Round: snap.Round}
 	if _, planned := s.plan[s.round]; s.resolve || !planned {
@@ -35,6 +46,10 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	plan.Explain = s.explain(snap, plan.Run)
 	if r := s.lastResult; r != nil && plan.Solved {
 		plan.Note = fmt.Sprintf("market %s: objective %.6g, bound %.6g, gap %.2g, price %.4g", r.Status, r.Objective, r.Bound, r.Gap, r.Price)
+	}
+	if len(s.admitErrs) > 0 {
+		plan.Note = strings.TrimSpace(plan.Note + "; online forecaster refused: " + strings.Join(s.admitErrs, "; "))
+		s.admitErrs = s.admitErrs[:0]
 	}
 	return plan, nil
 }
@@ -62,16 +77,18 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 	n := len(snap.Jobs)
 	share := math.Min(1, float64(snap.GPUs)/float64(max(n, 1)))
 	ids := make([]string, 0, n)
+	est := make(map[string]swEstimate, n)
 	for _, j := range snap.Jobs {
 		if m := s.meta[j.ID]; m != nil {
 			m.calibrate(j.Measurements, snap.RoundSeconds)
 			ids = append(ids, j.ID)
+			est[j.ID] = s.estimate(j, m)
 		}
 	}
 	if s.jobsMoved {
 		for _, id := range ids {
-			m := s.meta[id]
-			v := m.submit + (m.doneSeconds()+m.remaining(m.epoch))/share
+			m, e := s.meta[id], est[id]
+			v := m.submit + (e.doneSecs+e.remaining)/share
 			m.targets = append(m.targets, swTarget{round: s.round, value: v})
 		}
 		s.jobsMoved = false
@@ -79,10 +96,10 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 	prob := market.Problem{GPUs: snap.GPUs, Round: s.round, Rounds: s.cfg.FutureRounds, RoundSeconds: snap.RoundSeconds}
 	prob.Jobs = make([]market.Job, len(ids))
 	for i, id := range ids {
-		m := s.meta[id]
+		m, e := s.meta[id], est[id]
 		prob.Jobs[i] = market.Job{
-			ID: id, Workers: m.workers, Epochs: float64(m.epochs), Progress: float64(min(m.epoch, m.epochs)),
-			EpochSeconds: m.epochSeconds(), Remaining: m.remaining(m.epoch), FairFinish: m.target(s.round),
+			ID: id, Workers: m.workers, Epochs: float64(e.epochs), Progress: float64(e.epoch),
+			EpochSeconds: e.epochSeconds, Remaining: e.remaining, FairFinish: m.target(s.round),
 		}
 	}
 	res, err := market.Solve(prob, &s.settings)
@@ -151,8 +168,23 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 	for k, j := range snap.Jobs {
 		e := Explanation{Job: j.ID, Run: running[j.ID]}
 		if m := s.meta[j.ID]; m != nil {
-			e.ForecastRemaining = m.remaining(m.epoch)
+			e.ForecastRemaining = s.estimate(j, m).remaining
 			e.FairShareFinish = m.target(s.round)
+			if s.online != nil {
+				if len(j.PlannedBatchSizes) > 0 {
+					m.calibrate(j.Measurements, snap.RoundSeconds)
+					e.ProfileRemaining = m.remaining(m.epoch)
+				}
+				if f, ok := s.online.cache[j.ID]; ok {
+					e.ForecastP10, e.ForecastP90 = f.Remaining.P10, f.Remaining.P90
+					e.Regime, e.ChangeProb, e.ForecastPrior = f.BatchSize, f.ChangeProb, f.Family
+					if f.Uninformed {
+						e.ForecastPrior = "uninformed"
+					}
+				}
+			} else {
+				e.Regime = j.BatchSize
+			}
 		}
 		if i, ok := s.lastIndex[j.ID]; ok && r != nil {
 			e.PlannedRounds = r.Rounds[i]

@@ -184,6 +184,16 @@ type PlanEntry struct {
 	Price             float64 `json:"price,omitempty"`
 	Regime            int     `json:"regime,omitempty"`
 	ChangeProb        float64 `json:"change_prob,omitempty"`
+	// Online forecasts (Shockwave's online mode): the 10 % and 90 %
+	// quantiles of the remaining isolated run time, and the prior level the
+	// forecast leaned on ("recipe", "model+mode", "model", "weak" or
+	// "uninformed" when no throughput was known yet).
+	ForecastP10   float64 `json:"forecast_p10_s,omitempty"`
+	ForecastP90   float64 `json:"forecast_p90_s,omitempty"`
+	ForecastPrior string  `json:"forecast_prior,omitempty"`
+	// ProfileRemaining is the original's profile estimate R̂ (spec §4.3)
+	// of a job that declared its schedule, shown beside the online forecast.
+	ProfileRemaining float64 `json:"profile_remaining_s,omitempty"`
 }
 
 // Validate checks a status reply; `shockwave status` uses it.

@@ -41,6 +41,10 @@ type Result struct {
 	RoundBusy   []int     `json:"round_busy_gpus"`
 	Schedules   [][]int   `json:"schedules"`
 
+	// Forecasts, with Config.Forecasts, holds each completed job's
+	// forecasts at ForecastMarks of its progress, by job then mark.
+	Forecasts []ForecastPoint `json:"forecasts,omitempty"`
+
 	busy []float64
 }
 

@@ -1,7 +1,6 @@
 package sim_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,9 +13,13 @@ import (
 )
 
 // runOriginal simulates one of the original experiments (trace, throughput
-// table, cluster size and, for Shockwave, the original configuration file)
-// in the default mode.
+// table, cluster size and, for Shockwave, the original configuration file
+// in profile mode, like the original) in the default mode.
 func runOriginal(t *testing.T, trace, table string, gpus int, pol, config string) *sim.Result {
+	return runOriginalInfo(t, trace, table, gpus, pol, config, policy.InfoProfile)
+}
+
+func runOriginalInfo(t *testing.T, trace, table string, gpus int, pol, config, info string) *sim.Result {
 	t.Helper()
 	dir := shareddata.Dir(t)
 	jobs, err := workload.ReadTraceFile(filepath.Join(dir, "shockwave-traces", trace+".trace"))
@@ -33,7 +36,12 @@ func runOriginal(t *testing.T, trace, table string, gpus int, pol, config string
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts.Config = json.RawMessage(raw)
+		cfg, err := policy.ParseShockwaveConfig(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Info = info
+		opts.Config = cfg
 	}
 	res, err := sim.Run(sim.Config{Jobs: jobs, Throughputs: thr, GPUs: gpus, Policy: pol, Options: opts})
 	if err != nil {

@@ -47,6 +47,7 @@ func (r *run) finishTask(j *simJob, prevStart float64) error {
 	}
 	st := j.st
 	st.Done += n
+	j.exec += eps
 	for _, w := range j.workers {
 		r.res.busy[w] += eps
 	}
@@ -73,6 +74,7 @@ func (r *run) finishTask(j *simJob, prevStart float64) error {
 		if _, err := r.send(j, protocol.EventDone, 0, 0); err != nil {
 			return err
 		}
+		r.settleForecasts(j)
 		r.end(j, j.finish)
 	}
 	return nil
@@ -152,6 +154,9 @@ func (r *run) schedule() ([]*simJob, error) {
 	}
 	if r.cfg.OnPlan != nil {
 		r.cfg.OnPlan(rd)
+	}
+	if r.cfg.Forecasts {
+		r.recordForecasts(rd)
 	}
 	var inflight []*simJob
 	ids := make([]int, 0, len(rd.Plan.Run))

@@ -36,6 +36,9 @@ type Config struct {
 	OnRound func(round, completed, total int)
 	// OnPlan, when set, sees every round's output (for tests and dumps).
 	OnPlan func(*coordinator.Round)
+	// Forecasts, when set, samples the policy's remaining-time forecasts
+	// at ForecastMarks of each job's progress into Result.Forecasts.
+	Forecasts bool
 }
 
 type simJob struct {
@@ -57,6 +60,10 @@ type simJob struct {
 	admitRound, endRound int
 	scheduled, queued    int
 	jct                  float64
+
+	exec     float64         // execution seconds so far
+	nextMark int             // next ForecastMarks index to sample
+	marks    []ForecastPoint // sampled, awaiting the truth
 }
 
 type run struct {
@@ -108,6 +115,7 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	r.finish()
+	r.res.sortForecasts()
 	return r.res, nil
 }
 

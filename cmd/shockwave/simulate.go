@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,7 @@ func init() {
 
 type simFlags struct {
 	trace, throughputs, policies, config, format, plot string
-	dump                                               string
+	dump, info, forecasts                              string
 	gpus, generate                                     int
 	seed                                               uint64
 	round                                              time.Duration
@@ -48,6 +49,8 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
 	fs.StringVar(&f.dump, "dump-instances", "", "write every market instance the shockwave policy solves into `DIR` (read them with shockwave solve)")
 	fs.BoolVar(&f.compat, "compat", false, "reproduce the original simulator's bugs (README: compatibility mode)")
+	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
+	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -63,6 +66,12 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 		if cfg.Options.OnSolve, err = instanceDumper(f.dump); err != nil {
 			return err
 		}
+	}
+	if f.forecasts != "" {
+		if !slices.Contains(names, "shockwave") {
+			return badInput("--forecast-report: needs the shockwave policy in --policy")
+		}
+		cfg.Forecasts = true
 	}
 	results, err := runAll(cfg, names, stderr)
 	if err != nil {
@@ -82,6 +91,10 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stderr, "charts written to %s\n", f.plot)
+	}
+	if f.forecasts != "" {
+		i := slices.Index(names, "shockwave")
+		return writeForecastReport(f.forecasts, f.info, results[i], stdout)
 	}
 	return nil
 }
@@ -107,6 +120,7 @@ func (f *simFlags) load() (sim.Config, error) {
 		return cfg, err
 	}
 	cfg = sim.Config{Jobs: jobs, Throughputs: thr, GPUs: f.gpus, RoundSeconds: f.round.Seconds(), Compat: f.compat}
+	sw := policy.DefaultShockwaveConfig()
 	if f.config != "" {
 		raw, err := os.ReadFile(f.config)
 		if err != nil {
@@ -115,8 +129,15 @@ func (f *simFlags) load() (sim.Config, error) {
 		if !json.Valid(raw) {
 			return cfg, badInput("--config: %s is not valid JSON", f.config)
 		}
-		cfg.Options.Config = json.RawMessage(raw)
+		if sw, err = policy.ParseShockwaveConfig(raw); err != nil {
+			return cfg, badInput("--config: %s: %v", f.config, err)
+		}
 	}
+	if f.info != policy.InfoOnline && f.info != policy.InfoProfile {
+		return cfg, badInput("--info: unknown mode %q (want online or profile)", f.info)
+	}
+	sw.Info = f.info
+	cfg.Options.Config = sw
 	if err := sim.CheckWorkload(jobs, thr); err != nil {
 		return cfg, usageError{err}
 	}

@@ -1,0 +1,171 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/shockwave-sched/shockwave/bayes"
+)
+
+// Information modes of the Shockwave policy: what its forecasts may read.
+const (
+	// InfoOnline forecasts from the events the Core receives only
+	// (package bayes): progress, batch size and measured throughput, plus
+	// priors learned from finished jobs of the same model family. A
+	// declared schedule, throughput or isolated time is not read.
+	InfoOnline = "online"
+	// InfoProfile is the original's mode (spec §4.1–4.3): each job's
+	// declared planned batch-size schedule and epoch durations, calibrated
+	// by measured throughput.
+	InfoProfile = "profile"
+)
+
+// Completer is implemented by policies that learn from finished jobs. The
+// Core calls Complete, instead of Remove, for a job that reported it
+// finished its work; j is the job's final state.
+type Completer interface {
+	Complete(j *Job)
+}
+
+// swOnline is the online mode's state: one forecaster over every job, and
+// what it was last told about each job.
+type swOnline struct {
+	fc    *bayes.Forecaster
+	seen  map[string]swSeen
+	cache map[string]bayes.Forecast // this round's forecasts
+}
+
+// swSeen is the last state of a job fed to the forecaster.
+type swSeen struct {
+	steps, total int64
+	batch        int
+	runTime      float64
+	measRound    int // round of the last measurement fed
+}
+
+func newSWOnline() *swOnline {
+	return &swOnline{
+		fc:    bayes.NewForecaster(bayes.DefaultForecastConfig()),
+		seen:  map[string]swSeen{},
+		cache: map[string]bayes.Forecast{},
+	}
+}
+
+// admit starts forecasting j from its registration's shape alone. The
+// registered total is counted at the initial batch size; a job admitted
+// after a rescale (a restart) is converted back.
+func (o *swOnline) admit(j *Job) error {
+	total := j.TotalSteps
+	if j.BatchSize > 0 && j.BatchSize != j.InitialBatchSize {
+		total = int64(math.Ceil(float64(total) * float64(j.BatchSize) / float64(j.InitialBatchSize)))
+	}
+	err := o.fc.Admit(bayes.JobSpec{
+		ID: j.ID, Model: j.Model, Mode: j.Mode, Workers: j.Workers,
+		InitialBatchSize: j.InitialBatchSize, DatasetSize: j.DatasetSize, TotalSteps: max(total, 1),
+	})
+	if err != nil {
+		return err
+	}
+	o.seen[j.ID] = swSeen{steps: -1, measRound: -1}
+	return nil
+}
+
+// observe feeds the forecaster what changed for j since the last round:
+// progress, batch size, execution time, and the newest throughput
+// measurement (a zero measurement is a failed lease and says nothing about
+// speed).
+func (o *swOnline) observe(j *Job) error {
+	last, ok := o.seen[j.ID]
+	if !ok {
+		return nil
+	}
+	obs := bayes.Observation{StepsDone: max(j.StepsDone, 0), TotalSteps: max(j.TotalSteps, 1), Epoch: j.Epoch, BatchSize: j.BatchSize}
+	meas := last.measRound
+	if n := len(j.Measurements); n > 0 {
+		if m := j.Measurements[n-1]; m.Round > last.measRound && m.Throughput > 0 && m.BatchSize == j.BatchSize {
+			obs.Throughput, meas = m.Throughput, m.Round
+		}
+	}
+	obs.Elapsed = max(0, j.RunTime-last.runTime)
+	if obs.StepsDone == last.steps && obs.TotalSteps == last.total && obs.BatchSize == last.batch && meas == last.measRound {
+		return nil
+	}
+	if obs.StepsDone > obs.TotalSteps {
+		obs.StepsDone = obs.TotalSteps // a rescale can round completed epochs past the total (spec §2.5)
+	}
+	if err := o.fc.Observe(j.ID, obs); err != nil {
+		return err
+	}
+	o.seen[j.ID] = swSeen{steps: obs.StepsDone, total: obs.TotalSteps, batch: obs.BatchSize, runTime: j.RunTime, measRound: meas}
+	return nil
+}
+
+// refresh observes every job of the snapshot and recomputes its forecast.
+func (o *swOnline) refresh(snap *Snapshot) error {
+	clear(o.cache)
+	for _, j := range snap.Jobs {
+		if _, ok := o.seen[j.ID]; !ok {
+			continue
+		}
+		if err := o.observe(j); err != nil {
+			return fmt.Errorf("shockwave: online forecast: %w", err)
+		}
+		f, err := o.fc.Forecast(j.ID)
+		if err != nil {
+			return fmt.Errorf("shockwave: online forecast: %w", err)
+		}
+		o.cache[j.ID] = f
+	}
+	return nil
+}
+
+// complete teaches the forecaster's family priors with a finished job.
+func (o *swOnline) complete(j *Job) {
+	if _, ok := o.seen[j.ID]; !ok {
+		return
+	}
+	_ = o.observe(j) // the final state; an error leaves the last good one
+	o.fc.Complete(j.ID)
+	delete(o.seen, j.ID)
+	delete(o.cache, j.ID)
+}
+
+func (o *swOnline) remove(id string) {
+	o.fc.Remove(id)
+	delete(o.seen, id)
+	delete(o.cache, id)
+}
+
+// swEstimate is what the market needs of one job: E, c, d, R̂ and the
+// seconds of work already done (spec §4.3–4.4).
+type swEstimate struct {
+	epochs, epoch       int
+	epochSeconds        float64
+	remaining, doneSecs float64
+}
+
+// estimate returns j's inputs to the market in the policy's information
+// mode. The profile estimate expects calibrate to have run.
+func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
+	if s.online != nil {
+		if f, ok := s.online.cache[j.ID]; ok {
+			return swEstimate{
+				epochs: f.Epochs, epoch: min(f.Epoch, f.Epochs), epochSeconds: f.EpochSeconds,
+				remaining: math.Max(f.Remaining.Mean, 1), doneSecs: j.RunTime,
+			}
+		}
+	}
+	return swEstimate{
+		epochs: m.epochs, epoch: min(m.epoch, m.epochs), epochSeconds: m.epochSeconds(),
+		remaining: m.remaining(m.epoch), doneSecs: m.doneSeconds(),
+	}
+}
+
+// Complete teaches the online forecaster with a finished job, then removes
+// it like Remove.
+func (s *Shockwave) Complete(j *Job) {
+	if s.online != nil {
+		s.online.complete(j)
+	}
+	s.drop(j.ID)
+}

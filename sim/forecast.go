@@ -1,0 +1,119 @@
+package sim
+
+import (
+	"math"
+	"slices"
+
+	"github.com/shockwave-sched/shockwave/coordinator"
+)
+
+// ForecastMarks are the fractions of a job's progress at which the
+// forecast report samples its remaining-time forecasts.
+var ForecastMarks = []float64{0.10, 0.25, 0.50, 0.75, 0.90}
+
+// ForecastPoint is one job's forecasts at the first round boundary at which
+// its progress (steps done over total steps) reached Mark, and the truth:
+// the execution time it really needed from there to completion.
+type ForecastPoint struct {
+	Job      int     `json:"job"`  // trace line index
+	Mark     float64 `json:"mark"` // progress fraction sampled
+	Progress float64 `json:"progress"`
+	Time     float64 `json:"time_s"`
+	// Forecast is the remaining-time estimate the policy used; P10 and
+	// P90 its online quantiles (0 in profile mode).
+	Forecast float64 `json:"forecast_s"`
+	P10      float64 `json:"p10_s,omitempty"`
+	P90      float64 `json:"p90_s,omitempty"`
+	Prior    string  `json:"prior,omitempty"`
+	// Profile is the original's profile estimate R̂ (spec §4.3) at the same
+	// moment, from the job's declared schedule.
+	Profile float64 `json:"profile_s,omitempty"`
+	// True is the execution time the job actually spent from this point
+	// to its completion.
+	True float64 `json:"true_s"`
+
+	exec float64 // the job's execution seconds at the mark
+}
+
+// ForecastError summarizes absolute percentage errors |f − t|/t.
+type ForecastError struct {
+	Points     int     `json:"points"`
+	MedianAPE  float64 `json:"median_ape"`
+	P90APE     float64 `json:"p90_ape"`
+	CoverP1090 float64 `json:"coverage_p10_p90,omitempty"` // share of truths inside [P10, P90]
+}
+
+// recordForecasts samples the explanations of one round's plan for the
+// jobs that crossed a progress mark.
+func (r *run) recordForecasts(rd *coordinator.Round) {
+	for _, e := range rd.Plan.Explain {
+		j := r.byID[e.Job]
+		if j == nil || j.ended || j.nextMark >= len(ForecastMarks) {
+			continue
+		}
+		p := 0.0
+		if j.st.TotalSteps > 0 {
+			p = math.Min(1, float64(j.st.Done)/float64(j.st.TotalSteps))
+		}
+		for j.nextMark < len(ForecastMarks) && p >= ForecastMarks[j.nextMark] {
+			j.marks = append(j.marks, ForecastPoint{
+				Job: j.spec.ID, Mark: ForecastMarks[j.nextMark], Progress: p, Time: rd.Start,
+				Forecast: e.ForecastRemaining, P10: e.ForecastP10, P90: e.ForecastP90, Prior: e.ForecastPrior,
+				Profile: e.ProfileRemaining, exec: j.exec,
+			})
+			j.nextMark++
+		}
+	}
+}
+
+// settleForecasts fills in the truth of a completed job's points.
+func (r *run) settleForecasts(j *simJob) {
+	for _, m := range j.marks {
+		m.True = j.exec - m.exec
+		r.res.Forecasts = append(r.res.Forecasts, m)
+	}
+	j.marks = nil
+}
+
+// sortForecasts orders the points by job, then mark.
+func (res *Result) sortForecasts() {
+	slices.SortFunc(res.Forecasts, func(a, b ForecastPoint) int {
+		if a.Job != b.Job {
+			return a.Job - b.Job
+		}
+		return int(math.Copysign(1, a.Mark-b.Mark))
+	})
+}
+
+// ForecastErrors returns the errors of the used forecasts and of the
+// profile estimates, over the points whose truth is positive (at mark, if
+// mark > 0; over every mark otherwise).
+func ForecastErrors(points []ForecastPoint, mark float64) (used, profile ForecastError) {
+	var fe, pe []float64
+	inside := 0
+	for _, p := range points {
+		if p.True <= 0 || (mark > 0 && p.Mark != mark) {
+			continue
+		}
+		fe = append(fe, math.Abs(p.Forecast-p.True)/p.True)
+		if p.P90 > 0 && p.True >= p.P10 && p.True <= p.P90 {
+			inside++
+		}
+		if p.Profile > 0 {
+			pe = append(pe, math.Abs(p.Profile-p.True)/p.True)
+		}
+	}
+	used = summarize(fe)
+	if len(fe) > 0 {
+		used.CoverP1090 = float64(inside) / float64(len(fe))
+	}
+	return used, summarize(pe)
+}
+
+func summarize(xs []float64) ForecastError {
+	if len(xs) == 0 {
+		return ForecastError{}
+	}
+	slices.Sort(xs)
+	return ForecastError{Points: len(xs), MedianAPE: percentile(xs, 50), P90APE: percentile(xs, 90)}
+}
