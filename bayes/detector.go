@@ -31,13 +31,13 @@ type DetectorConfig struct {
 	FixedPrior bool
 }
 
-// DefaultDetectorConfig returns the defaults: H = 1/100, MaxRun 64, a prior
+// DefaultDetectorConfig returns the defaults: H = 1/100, MaxRun 32, a prior
 // with mean 0, κ0 = 0.01 (the first observation sets the mean), α0 = 1 and
 // β0 = 1e-3 (a noise scale of about 3 % of the throughput), Window 5,
 // Prune 1e-12.
 func DefaultDetectorConfig() DetectorConfig {
 	return DetectorConfig{
-		Hazard: 0.01, MaxRun: 64,
+		Hazard: 0.01, MaxRun: 32,
 		Prior:  NormalGamma{Mu: 0, Kappa: 0.01, Alpha: 1, Beta: 1e-3},
 		Window: 5, Prune: 1e-12,
 	}
@@ -218,8 +218,14 @@ func (d *Detector) Observe(x float64) (changeProb float64) {
 		}
 		k := d.kappa[r]
 		dr := x - d.mu[r]
-		nb := d.beta[r] + k*dr*dr/(2*(k+1))
-		lnb := math.Log(nb)
+		inc := k * dr * dr / (2 * (k + 1))
+		nb := d.beta[r] + inc
+		var lnb float64
+		if u := inc / d.beta[r]; u < 0.03 {
+			lnb = d.logBeta[r] + log1pSmall(u)
+		} else {
+			lnb = math.Log(nb)
+		}
 		d.nbeta[r], d.nlogBeta[r] = nb, lnb // updated β of cell r, stashed
 		l := d.konst[r] + d.alpha[r]*d.logBeta[r] - (d.alpha[r]+0.5)*lnb
 		d.lp[r] = l
@@ -273,6 +279,13 @@ func (d *Detector) Observe(x float64) (changeProb float64) {
 	d.t++
 	d.changeProb = d.within(d.cfg.Window)
 	return d.changeProb
+}
+
+// log1pSmall is log(1+u) for 0 ≤ u < 0.03 by its Taylor series to u⁷
+// (truncation error below u⁸/8 < 1e-13), cheaper than math.Log; most
+// cells of a settled posterior take this path.
+func log1pSmall(u float64) float64 {
+	return u * (1 - u*(1.0/2-u*(1.0/3-u*(1.0/4-u*(1.0/5-u*(1.0/6-u*(1.0/7)))))))
 }
 
 // mergeCap merges weight g with posterior (mu, beta) into the last cell of

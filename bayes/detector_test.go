@@ -272,3 +272,67 @@ func TestDetectorConfig_RejectsBadValues(t *testing.T) {
 		}
 	}
 }
+
+// TestDetector_MatchesExactLogarithms compares the detector (which uses a
+// series for log(1+u) on small increments) with a reference recursion
+// that calls math.Log everywhere, on a noisy stream with shifts.
+func TestDetector_MatchesReferenceImplementation(t *testing.T) {
+	cfg := bayes.DefaultDetectorConfig()
+	cfg.MaxRun = 500 // no saturation within the stream
+	d := bayes.NewDetector(cfg)
+	rng := rand.New(rand.NewPCG(8, 8))
+	// reference: explicit run-length posterior with NormalGamma values
+	type cell struct {
+		r int
+		w float64
+		p bayes.NormalGamma
+	}
+	ref := []cell{{0, 1, cfg.Prior}}
+	mean := func() float64 {
+		s := 0.0
+		for _, c := range ref {
+			s += c.w * c.p.Mu
+		}
+		return s
+	}
+	for i := range 300 {
+		x := 1 + 0.02*rng.NormFloat64()
+		if i >= 150 {
+			x += 0.3
+		}
+		prior := cfg.Prior
+		if i > 0 {
+			prior.Mu = mean()
+		}
+		total := 0.0
+		for _, c := range ref {
+			total += c.w
+		}
+		next := []cell{{1, total * cfg.Hazard * math.Exp(prior.LogPredictive(x)), prior.Update(x)}}
+		for _, c := range ref {
+			g := c.w * (1 - cfg.Hazard) * math.Exp(c.p.LogPredictive(x))
+			if c.r == 0 { // the empty segment grows into the same posterior
+				next[0].w += g
+				continue
+			}
+			next = append(next, cell{c.r + 1, g, c.p.Update(x)})
+		}
+		z := 0.0
+		for _, c := range next {
+			z += c.w
+		}
+		for k := range next {
+			next[k].w /= z
+		}
+		ref = next
+		d.Observe(x)
+		for _, c := range ref {
+			if got := d.RunLengthProb(c.r); math.Abs(got-c.w) > 1e-9 {
+				t.Fatalf("step %d: P(r=%d) = %.12g, reference %.12g", i, c.r, got, c.w)
+			}
+		}
+		if math.Abs(d.Mean()-mean()) > 1e-9 {
+			t.Fatalf("step %d: mean %.12g, reference %.12g", i, d.Mean(), mean())
+		}
+	}
+}

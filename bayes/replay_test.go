@@ -46,7 +46,8 @@ type replayJob struct {
 
 // trajectory runs one job alone: each round runs n = min(int(θΔ), total −
 // done) steps; a random half of the rounds pay the restart penalty
-// (n·(ε−20)/ε steps in ε−20 s, as a preempted job would); a pending
+// (n·(ε−20)/ε steps in ε−20 s, as a preempted job would; none when rng
+// is nil); a pending
 // rescale applies after the slice; flags are set at the round's end.
 func trajectory(sp workload.Spec, thr *workload.Throughputs, rng *rand.Rand) (replayJob, bool) {
 	st, err := workload.NewState(sp, thr)
@@ -66,7 +67,7 @@ func trajectory(sp workload.Spec, thr *workload.Throughputs, rng *rand.Rand) (re
 			break // the failure path of §3.5: nothing left to run
 		}
 		eps := float64(n) / st.Throughput
-		if k > 0 && eps > roundSeconds-5 && rng.IntN(2) == 0 {
+		if rng != nil && k > 0 && eps > roundSeconds-5 && rng.IntN(2) == 0 {
 			n = int64(float64(n) * (eps - restartPenalty) / eps)
 			eps -= restartPenalty
 		}
