@@ -27,6 +27,7 @@ type swMeta struct {
 	alpha   map[int]float64 // Dirichlet prior α_b = E/|M|
 
 	targets []swTarget // fair-share finish estimates
+	guessed bool       // the targets rest on an uninformed online forecast
 }
 
 type swTarget struct {

@@ -101,22 +101,27 @@ func (o *swOnline) observe(j *Job) error {
 }
 
 // refresh observes every job of the snapshot and recomputes its forecast.
-func (o *swOnline) refresh(snap *Snapshot) error {
-	clear(o.cache)
+// It reports whether a job's forecast became informed (its first
+// throughput measurement arrived): a material change that warrants a
+// re-solve.
+func (o *swOnline) refresh(snap *Snapshot) (informed bool, err error) {
 	for _, j := range snap.Jobs {
 		if _, ok := o.seen[j.ID]; !ok {
 			continue
 		}
 		if err := o.observe(j); err != nil {
-			return fmt.Errorf("shockwave: online forecast: %w", err)
+			return false, fmt.Errorf("shockwave: online forecast: %w", err)
 		}
 		f, err := o.fc.Forecast(j.ID)
 		if err != nil {
-			return fmt.Errorf("shockwave: online forecast: %w", err)
+			return false, fmt.Errorf("shockwave: online forecast: %w", err)
+		}
+		if old, ok := o.cache[j.ID]; ok && old.Uninformed && !f.Uninformed {
+			informed = true
 		}
 		o.cache[j.ID] = f
 	}
-	return nil
+	return informed, nil
 }
 
 // complete teaches the forecaster's family priors with a finished job.
@@ -142,6 +147,7 @@ type swEstimate struct {
 	epochs, epoch       int
 	epochSeconds        float64
 	remaining, doneSecs float64
+	uninformed          bool // no throughput was known (online mode)
 }
 
 // estimate returns j's inputs to the market in the policy's information
@@ -151,7 +157,7 @@ func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
 		if f, ok := s.online.cache[j.ID]; ok {
 			return swEstimate{
 				epochs: f.Epochs, epoch: min(f.Epoch, f.Epochs), epochSeconds: f.EpochSeconds,
-				remaining: math.Max(f.Remaining.Mean, 1), doneSecs: j.RunTime,
+				remaining: math.Max(f.Remaining.Mean, 1), doneSecs: j.RunTime, uninformed: f.Uninformed,
 			}
 		}
 	}

@@ -21,9 +21,11 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 		s.advance(jobs)
 	}
 	if s.online != nil {
-		if err := s.online.refresh(snap); err != nil {
+		informed, err := s.online.refresh(snap)
+		if err != nil {
 			return nil, err
 		}
+		s.resolve = s.resolve || informed
 		for _, j := range snap.Jobs { // the profile shadow, for the forecast report
 			if m := s.meta[j.ID]; m != nil {
 				m.epoch = j.Epoch
@@ -85,14 +87,18 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 			est[j.ID] = s.estimate(j, m)
 		}
 	}
-	if s.jobsMoved {
-		for _, id := range ids {
-			m, e := s.meta[id], est[id]
+	for _, id := range ids {
+		m, e := s.meta[id], est[id]
+		if s.jobsMoved || (m.guessed && !e.uninformed) {
+			if m.guessed && !e.uninformed {
+				m.targets = m.targets[:0] // targets from a forecast that knew no throughput are dropped
+			}
 			v := m.submit + (e.doneSecs+e.remaining)/share
 			m.targets = append(m.targets, swTarget{round: s.round, value: v})
+			m.guessed = e.uninformed
 		}
-		s.jobsMoved = false
 	}
+	s.jobsMoved = false
 	prob := market.Problem{GPUs: snap.GPUs, Round: s.round, Rounds: s.cfg.FutureRounds, RoundSeconds: snap.RoundSeconds}
 	prob.Jobs = make([]market.Job, len(ids))
 	for i, id := range ids {
