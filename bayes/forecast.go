@@ -247,7 +247,11 @@ func (f *Forecaster) prepare(j *job, st *forecastState) {
 	betas := [3]float64{f.cfg.ModelStrength, f.cfg.ModeStrength, f.cfg.RecipeStrength}
 	for lvl := levelRecipe; lvl >= levelModel; lvl-- {
 		nd := j.nodes[lvl]
-		if nd == nil || nd.jobs == 0 {
+		self := 0 // the job's own past epochs teach its node too, but not its future
+		if j.taught > 0 {
+			self = 1
+		}
+		if nd == nil || nd.jobs-self == 0 {
 			continue
 		}
 		st.nodes[lvl], st.beta[lvl] = nd, betas[lvl]
