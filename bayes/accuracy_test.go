@@ -102,4 +102,3 @@ func TestAccuracy_GeneratedWorkload(t *testing.T) {
 		}
 	}
 }
-
