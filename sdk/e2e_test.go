@@ -113,10 +113,11 @@ func TestSteps_SuspendsAtTheNextBoundaryResumesAndReportsExactProgress(t *testin
 		if m := tr.maxLatePer.Load(); m > 1 {
 			t.Errorf("%s: %d steps started after a revocation before suspending; want at most the one in flight", id, m)
 		}
-		row, ok := c.Job(id)
-		if !ok {
-			t.Fatalf("%s: not in the job table", id)
-		}
+		var row protocol.JobInfo
+		sdktest.Eventually(t, 5*time.Second, id+" is completed", func() bool {
+			row, _ = c.Job(id)
+			return row.State == "completed"
+		})
 		if row.State != "completed" || row.StepsDone != tr.ran.Load() || row.Epoch != epochs {
 			t.Errorf("%s: coordinator has state %s, %d steps, epoch %d; the loop ran %d steps in %d epochs",
 				id, row.State, row.StepsDone, row.Epoch, tr.ran.Load(), epochs)

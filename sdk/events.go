@@ -51,6 +51,7 @@ func (j *Job) doneLocked() bool {
 // epoch event, which is never coalesced or dropped. It returns the number
 // of completed epochs.
 func (j *Job) EndEpoch() int {
+	j.syncLoop()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.ev.endEpoch(j)
@@ -72,6 +73,7 @@ func (j *Job) SetBatchSize(n int) error {
 	if n < 1 || n > protocol.MaxBatchSize {
 		return fmt.Errorf("sdk: job %s: SetBatchSize(%d): out of range [1, %d]", j.id, n, protocol.MaxBatchSize)
 	}
+	j.syncLoop()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if int64(n) == j.batch.Load() {
@@ -93,6 +95,9 @@ func (j *Job) updateDoneAt() {
 		return
 	}
 	j.doneAt.Store(j.steps.Load() + j.ev.remainingSteps(j))
+	if m := j.loop.Load(); m != nil {
+		m.refresh()
+	}
 }
 
 // Checkpoint is the SDK's part of a training checkpoint: save it with the
@@ -107,6 +112,7 @@ type Checkpoint struct {
 
 // Checkpoint returns the progress to save with a checkpoint.
 func (j *Job) Checkpoint() Checkpoint {
+	j.syncLoop()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.ev.sample(j, false)

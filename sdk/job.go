@@ -22,13 +22,14 @@ import (
 // lock-free, allocation-free and do no I/O.
 type Job struct {
 	// Hot path: written at every step, read by the sampler.
-	steps      atomic.Int64 // cumulative steps, including those before a resume
-	elapsed    atomic.Int64 // cumulative training time, ns
-	samplesAdj atomic.Int64 // samples recorded beyond steps × batch size (Record)
-	batch      atomic.Int64 // current batch size
-	state      atomic.Int32 // LeaseState
-	doneAt     atomic.Int64 // steps at which the job's work is done (MaxInt64: by epochs)
-	_          [64]byte     // keep the sampler's fields off the hot cache line
+	steps      atomic.Int64          // cumulative steps, including those before a resume
+	elapsed    atomic.Int64          // cumulative training time, ns
+	samplesAdj atomic.Int64          // samples recorded beyond steps × batch size (Record)
+	batch      atomic.Int64          // current batch size
+	state      atomic.Int32          // LeaseState
+	doneAt     atomic.Int64          // steps at which the job's work is done (MaxInt64: by epochs)
+	loop       atomic.Pointer[meter] // the running Steps loop, if any
+	_          [64]byte              // keep the sampler's fields off the hot cache line
 
 	o    options
 	id   string
@@ -322,6 +323,7 @@ func (j *Job) Conn() *nats.Conn { return j.nc }
 // The job is Ended afterwards; call Close to release the connection.
 // Finish is idempotent.
 func (j *Job) Finish(ctx context.Context) error {
+	j.syncLoop()
 	j.mu.Lock()
 	if j.state.Load() == int32(Closed) {
 		j.mu.Unlock()
@@ -341,6 +343,7 @@ func (j *Job) Finish(ctx context.Context) error {
 // Flush sends the counters as a progress event now and waits until every
 // buffered event is delivered, or ctx ends.
 func (j *Job) Flush(ctx context.Context) error {
+	j.syncLoop()
 	j.mu.Lock()
 	j.ev.sample(j, false)
 	j.mu.Unlock()
