@@ -5,6 +5,7 @@
 //	shockwave status [flags]       print a running coordinator's job table and last plan
 //	shockwave creds issue JOB      print per-job NATS credentials
 //	shockwave simulate [flags]     compare Shockwave with the baselines on a trace
+//	shockwave demo [flags]         synthetic jobs on an embedded coordinator, a line per round
 //	shockwave version              print the version
 //
 // Run "shockwave <command> -h" for a command's flags.
