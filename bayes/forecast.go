@@ -238,6 +238,10 @@ func (f *Forecaster) prepare(j *job, st *forecastState) {
 	lv := &st.lv
 	lv.add(j.bs)
 	lv.add(j.spec.InitialBatchSize)
+	// Levels above the largest batch size the model's jobs ever used are
+	// not considered once enough of them were seen (batchCap).
+	limit := f.batchCap(j.spec.Model)
+	within := func(bs int) bool { return limit == 0 || bs <= limit }
 	for _, s := range j.segs {
 		if lv.n == maxLevels {
 			break
@@ -256,13 +260,18 @@ func (f *Forecaster) prepare(j *job, st *forecastState) {
 		}
 		st.nodes[lvl], st.beta[lvl] = nd, betas[lvl]
 		for i := range nd.nlev {
-			lv.add(levelBS(nd.keys, nd.levels[i], j.spec.InitialBatchSize))
+			if bs := levelBS(nd.keys, nd.levels[i], j.spec.InitialBatchSize); within(bs) {
+				lv.add(bs)
+			}
 		}
 	}
 	dynamic := j.spec.Mode != "static"
 	if dynamic && j.spec.Mode != "accordion" {
-		lv.add(2 * j.bs)
-		lv.add(4 * j.bs)
+		for _, bs := range []int{2 * j.bs, 4 * j.bs} {
+			if within(bs) {
+				lv.add(bs)
+			}
+		}
 	}
 	bs0 := j.spec.InitialBatchSize
 	top := 0 // accordion's large batch size: the largest level above bs0
@@ -271,7 +280,7 @@ func (f *Forecaster) prepare(j *job, st *forecastState) {
 			top = lv.bs[i]
 		}
 	}
-	if j.spec.Mode == "accordion" && top == 0 {
+	if j.spec.Mode == "accordion" && top == 0 && within(2*bs0) {
 		top = 2 * bs0
 		lv.add(top)
 	}

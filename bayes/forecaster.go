@@ -223,6 +223,45 @@ type Forecaster struct {
 	nodes map[famKey]*node
 	thr   map[thrKey]*thrStat
 	ratio map[string]*NormalGamma // per model; "" pools all models
+	batch map[string]*modelBatch  // per model: the batch sizes its jobs used
+}
+
+// modelBatch is what a model's jobs taught about batch sizes: how many
+// jobs were seen and the largest batch size any of them used.
+type modelBatch struct {
+	jobs, max int
+}
+
+// capJobs is how many jobs of a model must have been seen before the
+// largest batch size they used bounds the levels a forecast considers: a
+// model's largest usable batch size (its memory limit, or its schedule's
+// top) is a property of the model, learned from its jobs. Without the
+// bound, coarse families extrapolate growth that cannot happen (a job that
+// starts at the model's largest batch size was forecast to grow 16×). On
+// the 120-job trace, a bound after 2, 5, 10 or 20 jobs gave average JCTs of
+// 10308, 10389, 10200 and 10369 s; 10 asks for the most evidence short of
+// leaving most of a small trace unbounded.
+const capJobs = 10
+
+// batchCap returns the largest batch size a forecast for a job of model
+// may consider, or 0 when too few jobs of the model were seen.
+func (f *Forecaster) batchCap(model string) int {
+	if mb := f.batch[model]; mb != nil && mb.jobs >= capJobs {
+		return mb.max
+	}
+	return 0
+}
+
+func (f *Forecaster) sawBatch(model string, bs int, newJob bool) {
+	mb := f.batch[model]
+	if mb == nil {
+		mb = &modelBatch{}
+		f.batch[model] = mb
+	}
+	if newJob {
+		mb.jobs++
+	}
+	mb.max = max(mb.max, bs)
 }
 
 // NewForecaster returns an empty forecaster. It panics on an invalid
@@ -234,7 +273,7 @@ func NewForecaster(cfg ForecastConfig) *Forecaster {
 	}
 	return &Forecaster{
 		cfg: c, jobs: map[string]*job{}, nodes: map[famKey]*node{},
-		thr: map[thrKey]*thrStat{}, ratio: map[string]*NormalGamma{},
+		thr: map[thrKey]*thrStat{}, ratio: map[string]*NormalGamma{}, batch: map[string]*modelBatch{},
 	}
 }
 
@@ -273,6 +312,7 @@ func (f *Forecaster) Admit(spec JobSpec) error {
 		j.det.SetPriorMean(math.Log(spec.Throughput))
 	}
 	f.jobs[spec.ID] = j
+	f.sawBatch(spec.Model, spec.InitialBatchSize, true)
 	return nil
 }
 
@@ -291,6 +331,7 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	if err := o.validate(id); err != nil {
 		return err
 	}
+	f.sawBatch(j.spec.Model, o.BatchSize, false)
 	prevPos := j.pos
 	n := ipe(j.spec.DatasetSize, o.BatchSize)
 	pos := float64(o.StepsDone) / float64(n)
