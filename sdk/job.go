@@ -155,9 +155,10 @@ func (j *Job) connect() error {
 			}
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				j.setErr(fmt.Errorf("disconnected: %w", err))
+			if err == nil {
+				return // Close
 			}
+			j.setErr(fmt.Errorf("disconnected: %w", err))
 			j.log.Warn("disconnected from the coordinator; training continues until the lease expires", "err", err)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
