@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/internal/shareddata"
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/sim"
@@ -118,5 +119,30 @@ func TestOnline_SeededRunIsBitForBit(t *testing.T) {
 	}
 	if a, b := out(), out(); !bytes.Equal(a, b) {
 		t.Fatal("two seeded online runs differ")
+	}
+}
+
+// TestOnline_PlanExplainsRegimeAndForecast checks the coordinator
+// diagnostics of online mode: every plan explanation of an active job
+// names its batch-size regime, its change probability, its forecast with
+// a P10–P90 band around it and the prior level behind it.
+func TestOnline_PlanExplainsRegimeAndForecast(t *testing.T) {
+	jobs, thr := generated(t, 30, 5)
+	checked := 0
+	_, err := sim.Run(sim.Config{Jobs: jobs, Throughputs: thr, GPUs: 8, Policy: "shockwave",
+		OnPlan: func(rd *coordinator.Round) {
+			for _, e := range rd.Plan.Explain {
+				if e.Regime <= 0 || e.ForecastPrior == "" || !(e.ChangeProb >= 0 && e.ChangeProb <= 1) ||
+					!(e.ForecastP10 > 0 && e.ForecastP10 <= e.ForecastRemaining && e.ForecastRemaining <= e.ForecastP90) {
+					t.Fatalf("round %d: job %s: explanation lacks online diagnostics: %+v", rd.Index, e.Job, e)
+				}
+				checked++
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("no explanations seen")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -116,10 +117,15 @@ func printStatus(w io.Writer, r *protocol.StatusReply) error {
 		fmt.Fprintf(w, "note: %s\n", r.Plan.Note)
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tRUN\tSHARE\tROUNDS\tFORECAST\tFAIR FINISH\tρ\tWHY NOT")
+	fmt.Fprintln(tw, "JOB\tRUN\tSHARE\tROUNDS\tFORECAST\tP10–P90\tPRIOR\tBATCH\tP(CHANGE)\tFAIR FINISH\tρ\tWHY NOT")
 	for _, e := range r.Plan.Explain {
-		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%d\t%s\t%s\t%.2f\t%s\n", e.Job, e.Run, e.Share, e.PlannedRounds,
-			secs(e.ForecastRemaining), secs(e.FairShareFinish), e.ProjectedRho, e.Reason)
+		band := "-"
+		if e.ForecastP90 > 0 {
+			band = secs(e.ForecastP10) + "–" + secs(e.ForecastP90)
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%d\t%s\t%s\t%s\t%s\t%.2f\t%s\t%.2f\t%s\n", e.Job, e.Run, e.Share, e.PlannedRounds,
+			secs(e.ForecastRemaining), band, dash(e.ForecastPrior), count(e.Regime), e.ChangeProb,
+			secs(e.FairShareFinish), e.ProjectedRho, e.Reason)
 	}
 	return tw.Flush()
 }
@@ -129,4 +135,18 @@ func secs(s float64) string {
 		return "-"
 	}
 	return (time.Duration(s) * time.Second).String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func count(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
