@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -78,6 +79,7 @@ func (g *GavelRound) Fail(string) { g.update = true }
 
 // Allocate resets when due, then ranks the jobs and fills the GPUs.
 func (g *GavelRound) Allocate(s *Snapshot) (*Plan, error) {
+	s = assumeUnmeasured(s)
 	half := s.RoundSeconds / 2
 	for _, j := range s.Jobs {
 		if _, ok := g.jobTime[j.ID]; !ok {
@@ -192,4 +194,33 @@ func (g *GavelRound) priority(j *Job, x float64, hasAlloc bool) float64 {
 		return x / f
 	}
 	return x * 1e9
+}
+
+// unmeasuredThroughput is the rate, in steps per second, the baselines
+// assume for a job that declared no throughput and has not run yet: a live
+// job learns its rate only by running, and the allocators would otherwise
+// never give it a share (the original's traces always declare one).
+const unmeasuredThroughput = 1
+
+// assumeUnmeasured returns s, or a copy in which every job with no
+// declared or measured throughput runs at unmeasuredThroughput.
+func assumeUnmeasured(s *Snapshot) *Snapshot {
+	var out *Snapshot
+	for i, j := range s.Jobs {
+		if j.Throughput > 0 || len(j.Measurements) > 0 {
+			continue
+		}
+		if out == nil {
+			c := *s
+			c.Jobs = slices.Clone(s.Jobs)
+			out = &c
+		}
+		cj := *j
+		cj.Throughput = unmeasuredThroughput
+		out.Jobs[i] = &cj
+	}
+	if out == nil {
+		return s
+	}
+	return out
 }
