@@ -93,6 +93,12 @@ type Shockwave struct {
 	lastIndex  map[string]int // job → index in the last solve
 	onSolve    func(*market.Instance)
 	online     *swOnline // nil in profile mode
+	// t0 is the clock at the policy's first round. Fair-share targets are
+	// kept relative to it, because the market compares them with Δ·R, the
+	// rounds since then (spec §4.5): in the simulator t0 = 0, on a live
+	// coordinator the clock is wall time.
+	t0      float64
+	started bool
 	admitErrs  []string  // online admissions refused (the job falls back to its profile)
 }
 

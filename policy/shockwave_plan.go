@@ -13,11 +13,15 @@ import (
 // Allocate advances the round pointer, re-solves the market when a trigger
 // fired (spec §4.8), and returns the stored plan's list for this round.
 func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
+	first := !s.started
+	if first {
+		s.t0, s.started = snap.Now, true
+	}
 	jobs := make(map[string]*Job, len(snap.Jobs))
 	for _, j := range snap.Jobs {
 		jobs[j.ID] = j
 	}
-	if snap.Now != 0 {
+	if !first { // the round pointer starts at the first round (spec §4.8)
 		s.advance(jobs)
 	}
 	if s.online != nil {
@@ -93,7 +97,7 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 			if m.guessed && !e.uninformed {
 				m.targets = m.targets[:0] // targets from a forecast that knew no throughput are dropped
 			}
-			v := m.submit + (e.doneSecs+e.remaining)/share
+			v := m.submit - s.t0 + (e.doneSecs+e.remaining)/share
 			m.targets = append(m.targets, swTarget{round: s.round, value: v})
 			m.guessed = e.uninformed
 		}
@@ -175,7 +179,9 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 		e := Explanation{Job: j.ID, Run: running[j.ID]}
 		if m := s.meta[j.ID]; m != nil {
 			e.ForecastRemaining = s.estimate(j, m).remaining
-			e.FairShareFinish = m.target(s.round)
+			if f := m.target(s.round); f > 0 {
+				e.FairShareFinish = s.t0 + f // on the caller's clock
+			}
 			if s.online != nil {
 				if len(j.PlannedBatchSizes) > 0 {
 					m.calibrate(j.Measurements, snap.RoundSeconds)
@@ -199,9 +205,9 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 			if i < len(r.Priorities) {
 				e.Priority = r.Priorities[i]
 			}
-			if e.FairShareFinish > 0 {
+			if f := s.meta[j.ID]; f != nil && f.target(s.round) > 0 {
 				share := math.Min(1, float64(snap.GPUs)/float64(len(snap.Jobs)))
-				e.ProjectedRho = (snap.RoundSeconds*float64(s.round) + e.ForecastRemaining/share) / e.FairShareFinish
+				e.ProjectedRho = (snap.RoundSeconds*float64(s.round) + e.ForecastRemaining/share) / f.target(s.round)
 			}
 		}
 		if !e.Run {
