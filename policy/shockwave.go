@@ -97,9 +97,9 @@ type Shockwave struct {
 	// kept relative to it, because the market compares them with Δ·R, the
 	// rounds since then (spec §4.5): in the simulator t0 = 0, on a live
 	// coordinator the clock is wall time.
-	t0      float64
-	started bool
-	admitErrs  []string  // online admissions refused (the job falls back to its profile)
+	t0        float64
+	started   bool
+	admitErrs []string // online admissions refused (the job falls back to its profile)
 }
 
 // NewShockwave returns the policy with cfg (validated).
