@@ -5,44 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/shockwave-sched/shockwave/coordinator"
-	"github.com/shockwave-sched/shockwave/internal/shareddata"
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/sim"
-	"github.com/shockwave-sched/shockwave/sim/workload"
 )
 
 // runInfo simulates Shockwave on one original experiment in the given
 // information mode, sampling its forecasts.
 func runInfo(t *testing.T, trace, table string, gpus int, config, info string) *sim.Result {
 	t.Helper()
-	dir := shareddata.Dir(t)
-	jobs, err := workload.ReadTraceFile(filepath.Join(dir, "shockwave-traces", trace+".trace"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	thr, err := workload.Builtin(table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := policy.ParseShockwaveConfig(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Info = info
-	res, err := sim.Run(sim.Config{Jobs: jobs, Throughputs: thr, GPUs: gpus, Policy: "shockwave",
-		Options: policy.Options{Config: cfg}, Forecasts: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return runOriginalInfo(t, trace, table, gpus, "shockwave", config, info)
 }
 
 // checkOnline asserts the forecast issue's results on one experiment:
@@ -80,10 +54,7 @@ func TestOnline_MatchesProfileAtScale(t *testing.T) {
 	if os.Getenv("SHOCKWAVE_LONG") == "" {
 		t.Skip("long trace replay; set SHOCKWAVE_LONG=1 to run it")
 	}
-	for _, c := range []struct {
-		trace string
-		gpus  int
-	}{{"220jobs-64gpus", 64}, {"460jobs-128gpus", 128}, {"900jobs-256gpus", 256}} {
+	for _, c := range scaleExperiments {
 		t.Run(c.trace, func(t *testing.T) {
 			config := fmt.Sprintf("shockwave-config-scale_%dgpus.json", c.gpus)
 			checkOnline(t, c.trace, "wisr", c.gpus, config)

@@ -43,12 +43,19 @@ func runOriginalInfo(t *testing.T, trace, table string, gpus int, pol, config, i
 		cfg.Info = info
 		opts.Config = cfg
 	}
-	res, err := sim.Run(sim.Config{Jobs: jobs, Throughputs: thr, GPUs: gpus, Policy: pol, Options: opts})
+	res, err := sim.Run(sim.Config{Jobs: jobs, Throughputs: thr, GPUs: gpus, Policy: pol, Options: opts, Forecasts: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
+
+// scaleExperiments are the original's three scale experiments (wisr
+// throughputs, one configuration file per cluster size).
+var scaleExperiments = []struct {
+	trace string
+	gpus  int
+}{{"220jobs-64gpus", 64}, {"460jobs-128gpus", 128}, {"900jobs-256gpus", 256}}
 
 // TestShockwave_MatchesOrBeatsReleasedRunOnEveryMetric is the market issue's
 // first result: on the 120-job, 32-GPU experiment our Shockwave is at least
@@ -80,10 +87,7 @@ func TestShockwave_ScaleMarginsOverGavelAndThemis(t *testing.T) {
 	if os.Getenv("SHOCKWAVE_LONG") == "" {
 		t.Skip("long trace replay; set SHOCKWAVE_LONG=1 to run it")
 	}
-	for _, c := range []struct {
-		trace string
-		gpus  int
-	}{{"220jobs-64gpus", 64}, {"460jobs-128gpus", 128}, {"900jobs-256gpus", 256}} {
+	for _, c := range scaleExperiments {
 		t.Run(c.trace, func(t *testing.T) {
 			config := fmt.Sprintf("shockwave-config-scale_%dgpus.json", c.gpus)
 			sw := runOriginal(t, c.trace, "wisr", c.gpus, "shockwave", config)
