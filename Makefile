@@ -1,11 +1,13 @@
 # The README's commands. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test check build bench fuzz-short results clean
+.PHONY: test check build lib test-python bench fuzz-short results clean
 
-# Every test: formatting, vet, and the whole suite.
+# Every test: formatting, vet, the whole Go suite, then the Python bindings'
+# suite (which builds libshockwave.so and the shockwave binary first).
 test: check
 	$(GO) test ./...
+	$(MAKE) test-python
 
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -14,6 +16,18 @@ check:
 
 build:
 	$(GO) build -o bin/shockwave ./cmd/shockwave
+
+# libshockwave.so (and the generated libshockwave.h, internal) for the Python
+# package and other C callers; the interface is bindings/shockwave.h.
+lib:
+	$(GO) build -buildmode=c-shared -o bindings/libshockwave.so ./bindings
+
+# The Python package's tests (stdlib unittest) against a real coordinator,
+# the PyTorch example's end-to-end run included (skipped without torch).
+# Debian's interpreter, where python3-torch installs, when it exists.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+test-python: lib build
+	SHOCKWAVE_BIN=$(CURDIR)/bin/shockwave $(PYTHON) -m unittest discover -s bindings/python/tests -t bindings/python -v
 
 # Benchmarks quoted in the README (see there for each one's command).
 bench:
@@ -32,7 +46,7 @@ fuzz-short:
 	done
 
 clean:
-	rm -rf bin
+	rm -rf bin bindings/libshockwave.so bindings/libshockwave.h
 
 # The four experiments of the README's results section (needs ../shared/data,
 # the original traces and configs). Writes results/*.txt and charts.

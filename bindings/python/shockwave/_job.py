@@ -212,6 +212,12 @@ class Job:
         finally:
             self.close()
 
+    def __reduce__(self):
+        raise TypeError(
+            "a shockwave.Job cannot be pickled or sent to another process: it lives in the process that "
+            "opened it"
+        )
+
     def __del__(self) -> None:
         # A job dropped without close(): release the handle (not in a child).
         try:

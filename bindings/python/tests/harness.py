@@ -93,7 +93,8 @@ class Coordinator:
             self.log = []
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             ready = threading.Event()
-            threading.Thread(target=self._drain, args=(self.proc, ready), daemon=True).start()
+            self._drainer = threading.Thread(target=self._drain, args=(self.proc, ready), daemon=True)
+            self._drainer.start()
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.proc.poll() is None and not ready.is_set():
                 ready.wait(0.05)
@@ -119,6 +120,9 @@ class Coordinator:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc is not None and self.proc.stderr is not None:
+            self._drainer.join(5)
+            self.proc.stderr.close()
         if remove and self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 
