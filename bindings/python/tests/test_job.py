@@ -128,9 +128,22 @@ class TestSuspendResume(CoordinatorTest):
     def test_two_jobs_share_one_gpu_with_hooks(self):
         results, errors = {}, []
 
-        def train(name: str) -> None:
-            log, suspended = [], [False]
+        def train(job: shockwave.Job, log: list, suspended: list) -> None:
+            try:
+                with job:
+                    got = []
+                    for b in job.iterate(range(700)):
+                        if suspended[0]:
+                            errors.append(f"{job.id}: batch {b} yielded while suspended")
+                        got.append(b)
+                        time.sleep(0.004)
+                    if got != list(range(700)):
+                        errors.append(f"{job.id}: batches lost or repeated across suspensions")
+                results[job.id] = log
+            except Exception as e:  # reported below
+                errors.append(f"{job.id}: {e!r}")
 
+        def hooks(log: list, suspended: list):
             def on_suspend():
                 log.append("suspend")
                 suspended[0] = True
@@ -139,21 +152,15 @@ class TestSuspendResume(CoordinatorTest):
                 log.append("resume")
                 suspended[0] = False
 
-            try:
-                with self.job(name, on_suspend=on_suspend, on_resume=on_resume) as job:
-                    got = []
-                    for b in job.iterate(range(700)):
-                        if suspended[0]:
-                            errors.append(f"{name}: batch {b} yielded while suspended")
-                        got.append(b)
-                        time.sleep(0.004)
-                    if got != list(range(700)):
-                        errors.append(f"{name}: batches lost or repeated across suspensions")
-                results[name] = log
-            except Exception as e:  # reported below
-                errors.append(f"{name}: {e!r}")
+            return dict(on_suspend=on_suspend, on_resume=on_resume)
 
-        threads = [threading.Thread(target=train, args=(n,)) for n in ("share-a", "share-b")]
+        # Both jobs register before the first round (Gavel allocates at
+        # resets only), then train in parallel.
+        threads = []
+        for name in ("share-a", "share-b"):
+            log, suspended = [], [False]
+            job = self.job(name, **hooks(log, suspended))
+            threads.append(threading.Thread(target=train, args=(job, log, suspended)))
         for t in threads:
             t.start()
         for t in threads:
@@ -171,27 +178,31 @@ class TestSuspendResume(CoordinatorTest):
     def test_exit_mode_raises_preempted_after_the_hook_and_restart_resumes(self):
         calls, outcome, saved = [], {}, {}
 
-        def train(name: str) -> None:
-            holder = []
-
+        def checkpoint(holder: list):
             def on_suspend():
-                calls.append(name)
-                saved[name] = holder[0].state  # the checkpoint
+                calls.append(holder[0].id)
+                saved[holder[0].id] = holder[0].state  # the checkpoint
 
+            return on_suspend
+
+        def train(job: shockwave.Job) -> None:
             try:
-                with self.job(name, exit_mode=True, on_suspend=on_suspend) as job:
-                    holder.append(job)
+                with job:
                     for _ in job.iterate(range(100000)):
                         time.sleep(0.002)
                         if job.steps >= 1500:
                             break
-                    outcome[name] = ("done",)
+                    outcome[job.id] = ("done",)
             except shockwave.Preempted as e:
-                outcome[name] = ("preempted", str(e))
+                outcome[job.id] = ("preempted", str(e))
             except Exception as e:
-                outcome[name] = ("error", repr(e))
+                outcome[job.id] = ("error", repr(e))
 
-        threads = [threading.Thread(target=train, args=(n,)) for n in ("exit-a", "exit-b")]
+        threads = []
+        for name in ("exit-a", "exit-b"):
+            holder: list = []
+            holder.append(self.job(name, exit_mode=True, on_suspend=checkpoint(holder)))
+            threads.append(threading.Thread(target=train, args=(holder[0],)))
         for t in threads:
             t.start()
         for t in threads:
