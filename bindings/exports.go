@@ -73,12 +73,7 @@ func call(id C.int64_t, name string, f func(h *handle) (C.int, *failure)) (st C.
 	if h == nil {
 		return errHandle // swgo_last_error explains
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			h.setErr(fmt.Sprintf("shockwave: %s: internal error: %v", name, r))
-			st = errInternal
-		}
-	}()
+	defer h.recoverInto(name, &st)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -91,6 +86,15 @@ func call(id C.int64_t, name string, f func(h *handle) (C.int, *failure)) (st C.
 		return f2.status
 	}
 	return st
+}
+
+// recoverInto turns a panic inside export name into errInternal with a
+// message; it must be deferred directly (recover works only there).
+func (h *handle) recoverInto(name string, st *C.int) {
+	if r := recover(); r != nil {
+		h.setErr(fmt.Sprintf("shockwave: %s: internal error: %v", name, r))
+		*st = errInternal
+	}
 }
 
 func (h *handle) jobID() string {
@@ -184,12 +188,7 @@ func swgo_wait_run(id C.int64_t, timeoutMS C.int64_t) (st C.int) {
 	if h == nil {
 		return errHandle
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			h.setErr(fmt.Sprintf("shockwave: shockwave_wait_run: internal error: %v", r))
-			st = errInternal
-		}
-	}()
+	defer h.recoverInto("shockwave_wait_run", &st)
 	h.mu.Lock()
 	job, closed := h.job, h.closed
 	h.mu.Unlock()
@@ -300,12 +299,7 @@ func swgo_close(id C.int64_t) (st C.int) {
 	if h == nil {
 		return errHandle
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			h.setErr(fmt.Sprintf("shockwave: shockwave_close: internal error: %v", r))
-			st = errInternal
-		}
-	}()
+	defer h.recoverInto("shockwave_close", &st)
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

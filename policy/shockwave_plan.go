@@ -177,10 +177,11 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 	r := s.lastResult
 	for k, j := range snap.Jobs {
 		e := Explanation{Job: j.ID, Run: running[j.ID]}
+		target := 0.0 // relative to t0
 		if m := s.meta[j.ID]; m != nil {
 			e.ForecastRemaining = s.estimate(j, m).remaining
-			if f := m.target(s.round); f > 0 {
-				e.FairShareFinish = s.t0 + f // on the caller's clock
+			if target = m.target(s.round); target > 0 {
+				e.FairShareFinish = s.t0 + target // on the caller's clock
 			}
 			if s.online != nil {
 				if len(j.PlannedBatchSizes) > 0 {
@@ -205,9 +206,9 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 			if i < len(r.Priorities) {
 				e.Priority = r.Priorities[i]
 			}
-			if f := s.meta[j.ID]; f != nil && f.target(s.round) > 0 {
+			if target > 0 {
 				share := math.Min(1, float64(snap.GPUs)/float64(len(snap.Jobs)))
-				e.ProjectedRho = (snap.RoundSeconds*float64(s.round) + e.ForecastRemaining/share) / f.target(s.round)
+				e.ProjectedRho = (snap.RoundSeconds*float64(s.round) + e.ForecastRemaining/share) / target
 			}
 		}
 		if !e.Run {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -78,10 +79,7 @@ func (r *run) settleForecasts(j *simJob) {
 // sortForecasts orders the points by job, then mark.
 func (res *Result) sortForecasts() {
 	slices.SortFunc(res.Forecasts, func(a, b ForecastPoint) int {
-		if a.Job != b.Job {
-			return a.Job - b.Job
-		}
-		return int(math.Copysign(1, a.Mark-b.Mark))
+		return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Mark, b.Mark))
 	})
 }
 
