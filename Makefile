@@ -48,12 +48,18 @@ fuzz-short:
 clean:
 	rm -rf bin bindings/libshockwave.so bindings/libshockwave.h
 
-# The four experiments of the README's results section (needs ../shared/data,
-# the original traces and configs). Writes results/*.txt and charts.
+# The four experiments of the README's results section: every policy, with
+# Shockwave in profile mode like the original, then Shockwave online with its
+# forecast report. Needs ../shared/data (the original traces and configs);
+# writes results/*.txt, results/*-forecasts.json and charts.
 DATA ?= ../shared/data
 results: build
 	@mkdir -p results
-	bin/shockwave simulate --trace $(DATA)/shockwave-traces/120jobs-32gpus.trace --throughputs tacc --gpus 32 --config $(DATA)/shockwave-config-tacc_32gpus.json --plot results/32gpus > results/32gpus.txt
-	bin/shockwave simulate --trace $(DATA)/shockwave-traces/220jobs-64gpus.trace --throughputs wisr --gpus 64 --config $(DATA)/shockwave-config-scale_64gpus.json --plot results/64gpus > results/64gpus.txt
-	bin/shockwave simulate --trace $(DATA)/shockwave-traces/460jobs-128gpus.trace --throughputs wisr --gpus 128 --config $(DATA)/shockwave-config-scale_128gpus.json --plot results/128gpus > results/128gpus.txt
-	bin/shockwave simulate --trace $(DATA)/shockwave-traces/900jobs-256gpus.trace --throughputs wisr --gpus 256 --config $(DATA)/shockwave-config-scale_256gpus.json --plot results/256gpus > results/256gpus.txt
+	bin/shockwave simulate --info profile --trace $(DATA)/shockwave-traces/120jobs-32gpus.trace --throughputs tacc --gpus 32 --config $(DATA)/shockwave-config-tacc_32gpus.json --plot results/32gpus > results/32gpus.txt
+	bin/shockwave simulate --info profile --trace $(DATA)/shockwave-traces/220jobs-64gpus.trace --throughputs wisr --gpus 64 --config $(DATA)/shockwave-config-scale_64gpus.json --plot results/64gpus > results/64gpus.txt
+	bin/shockwave simulate --info profile --trace $(DATA)/shockwave-traces/460jobs-128gpus.trace --throughputs wisr --gpus 128 --config $(DATA)/shockwave-config-scale_128gpus.json --plot results/128gpus > results/128gpus.txt
+	bin/shockwave simulate --info profile --trace $(DATA)/shockwave-traces/900jobs-256gpus.trace --throughputs wisr --gpus 256 --config $(DATA)/shockwave-config-scale_256gpus.json --plot results/256gpus > results/256gpus.txt
+	bin/shockwave simulate --info online --policy shockwave --trace $(DATA)/shockwave-traces/120jobs-32gpus.trace --throughputs tacc --gpus 32 --config $(DATA)/shockwave-config-tacc_32gpus.json --forecast-report results/32gpus-forecasts.json > results/32gpus-online.txt
+	bin/shockwave simulate --info online --policy shockwave --trace $(DATA)/shockwave-traces/220jobs-64gpus.trace --throughputs wisr --gpus 64 --config $(DATA)/shockwave-config-scale_64gpus.json --forecast-report results/64gpus-forecasts.json > results/64gpus-online.txt
+	bin/shockwave simulate --info online --policy shockwave --trace $(DATA)/shockwave-traces/460jobs-128gpus.trace --throughputs wisr --gpus 128 --config $(DATA)/shockwave-config-scale_128gpus.json --forecast-report results/128gpus-forecasts.json > results/128gpus-online.txt
+	bin/shockwave simulate --info online --policy shockwave --trace $(DATA)/shockwave-traces/900jobs-256gpus.trace --throughputs wisr --gpus 256 --config $(DATA)/shockwave-config-scale_256gpus.json --forecast-report results/256gpus-forecasts.json > results/256gpus-online.txt
