@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +61,20 @@ func TestShockwave_DecisionsDoNotDependOnTheClockOrigin(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestShockwaveConfig_InfoKey checks the configuration's information mode:
+// online by default, "profile" accepted, anything else refused by name.
+func TestShockwaveConfig_InfoKey(t *testing.T) {
+	if c, err := ParseShockwaveConfig([]byte(`{"info": "profile"}`)); err != nil || c.Info != InfoProfile {
+		t.Fatalf("profile: %+v, %v", c, err)
+	}
+	s, err := NewShockwave(DefaultShockwaveConfig())
+	if err != nil || s.online == nil {
+		t.Fatalf("default is not online: %v", err)
+	}
+	if _, err := ParseShockwaveConfig([]byte(`{"info": "oracle"}`)); err == nil || !strings.Contains(err.Error(), `"oracle"`) {
+		t.Fatalf("bad info accepted or not named: %v", err)
 	}
 }
