@@ -30,6 +30,13 @@ type Register struct {
 	// Schedule is the planned batch size and duration of every epoch, when
 	// the job knows them in advance (an expert schedule). Optional.
 	Schedule *Schedule `json:"schedule,omitempty"`
+
+	// Node, when set, says the job's process is resident on that node (it
+	// suspends in place): the coordinator grants it devices there only.
+	Node string `json:"node,omitempty"`
+	// Visible lists the local device indices the resident process can use
+	// on Node (empty: every device of the node).
+	Visible []int `json:"visible,omitempty"`
 }
 
 // Schedule is a job's planned batch-size regime per epoch.
@@ -92,11 +99,24 @@ type Lease struct {
 	Job     string `json:"job"`
 	Round   int    `json:"round"`
 	Action  Action `json:"action"`
-	Workers []int  `json:"workers,omitempty"` // granted GPU ids (RUN only)
+	Workers []int  `json:"workers,omitempty"` // granted cluster-wide GPU ids (RUN only)
+	// Devices names the same grant per node: the node's name and its local
+	// device indices, in the order of Workers (RUN only; empty from a
+	// coordinator that knows no nodes).
+	Devices []NodeDevices `json:"devices,omitempty"`
+	// Epoch is the issuing leader's fencing epoch (0: none). A job drops a
+	// lease whose epoch is below the highest it has seen.
+	Epoch uint64 `json:"epoch,omitempty"`
 	// Extension is true when the job held a RUN lease in the previous round
 	// too: it keeps running with no restart.
 	Extension bool    `json:"extension,omitempty"`
 	Start     float64 `json:"start"`  // seconds on the coordinator's clock
 	Expiry    float64 `json:"expiry"` // the lease ends here unless renewed
 	Reason    string  `json:"reason,omitempty"`
+}
+
+// NodeDevices is one node's part of a grant: local device indices on Node.
+type NodeDevices struct {
+	Node    string `json:"node"`
+	Devices []int  `json:"devices"`
 }

@@ -85,3 +85,20 @@ func checkVersion(msg string, v int) error {
 	}
 	return nil
 }
+
+// MaxNodeNameLen bounds a node name (topology.ValidName uses the same rule).
+const MaxNodeNameLen = 64
+
+// ValidateNodeName checks a node name: 1 to 64 letters, digits, '-' or '_'
+// (one subject token).
+func ValidateNodeName(msg, field, name string) error {
+	switch {
+	case name == "":
+		return fieldErr(msg, field, "empty node name")
+	case len(name) > MaxNodeNameLen:
+		return fieldErr(msg, field, "node name longer than %d bytes", MaxNodeNameLen)
+	case !jobIDPattern.MatchString(name):
+		return fieldErr(msg, field, "node name %q may contain only letters, digits, '-' and '_'", name)
+	}
+	return nil
+}

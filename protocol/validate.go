@@ -25,6 +25,18 @@ func (r *Register) Validate() error {
 	if r.Workers < 1 || r.Workers > MaxWorkers {
 		return fieldErr(m, "workers", "%d out of range [1, %d]", r.Workers, MaxWorkers)
 	}
+	if r.Node != "" {
+		if err := ValidateNodeName(m, "node", r.Node); err != nil {
+			return err
+		}
+	} else if len(r.Visible) > 0 {
+		return fieldErr(m, "visible", "visible devices without a node")
+	}
+	for i, x := range r.Visible {
+		if x < 0 || x >= MaxWorkers {
+			return fieldErr(m, fmt.Sprintf("visible[%d]", i), "device index %d out of range [0, %d)", x, MaxWorkers)
+		}
+	}
 	if r.BatchSize < 1 || r.BatchSize > MaxBatchSize {
 		return fieldErr(m, "batch_size", "%d out of range [1, %d]", r.BatchSize, MaxBatchSize)
 	}
@@ -169,6 +181,25 @@ func (l *Lease) Validate() error {
 		if w < 0 {
 			return fieldErr(m, fmt.Sprintf("workers[%d]", i), "negative GPU id %d", w)
 		}
+	}
+	n := 0
+	for i, d := range l.Devices {
+		f := fmt.Sprintf("devices[%d]", i)
+		if err := ValidateNodeName(m, f+".node", d.Node); err != nil {
+			return err
+		}
+		if len(d.Devices) == 0 {
+			return fieldErr(m, f+".devices", "no devices on node %q", d.Node)
+		}
+		for k, x := range d.Devices {
+			if x < 0 || x >= MaxWorkers {
+				return fieldErr(m, fmt.Sprintf("%s.devices[%d]", f, k), "device index %d out of range [0, %d)", x, MaxWorkers)
+			}
+		}
+		n += len(d.Devices)
+	}
+	if len(l.Devices) > 0 && n != len(l.Workers) {
+		return fieldErr(m, "devices", "%d devices for %d workers", n, len(l.Workers))
 	}
 	if err := checkFinite(m, "start", l.Start, 0, MaxSeconds); err != nil {
 		return err

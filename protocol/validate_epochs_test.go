@@ -18,3 +18,20 @@ func TestRegister_RejectsAbsurdEpochCounts(t *testing.T) {
 		t.Fatalf("a long but sane job was refused: %v", err)
 	}
 }
+
+func TestLease_DevicesMustMatchWorkersAndNameNodes(t *testing.T) {
+	ok := Lease{V: Version, Job: "j", Action: Run, Workers: []int{4, 5}, Expiry: 1,
+		Devices: []NodeDevices{{Node: "node-1", Devices: []int{0, 1}}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := []Lease{ok, ok, ok}
+	bad[0].Devices = []NodeDevices{{Node: "node-1", Devices: []int{0}}}
+	bad[1].Devices = []NodeDevices{{Node: "a.b", Devices: []int{0, 1}}}
+	bad[2].Devices = []NodeDevices{{Node: "n", Devices: []int{-1, 1}}}
+	for i, l := range bad {
+		if err := l.Validate(); err == nil {
+			t.Errorf("case %d accepted: %+v", i, l)
+		}
+	}
+}
