@@ -42,6 +42,7 @@ const (
 	kindRegister = "register"
 	kindTick     = "tick"
 	kindConfig   = "config"
+	kindLeader   = "leader"
 	kindUnknown  = "unknown"
 )
 
@@ -58,6 +59,7 @@ type outcome struct {
 	round    *Round                  // tick: the round it started
 	solve    time.Duration           // tick: how long Core.Tick took
 	exits    []protocol.Lease        // EXIT leases returned by events
+	leader   *leaderRecord           // leader: the record
 }
 
 func (o *outcome) reject(reason string, err error) {
@@ -81,10 +83,17 @@ type fold struct {
 	seq    uint64
 	last   *Round                    // the most recent round
 	leases map[string]protocol.Lease // RUN leases of the most recent round
+
+	// epoch is the highest leader epoch of the log (leader.go): ticks of
+	// an older epoch are ignored, and leases carry the epoch of the tick
+	// that issued them.
+	epoch uint64
+	// budgets are the event budgets of known jobs (caps.go).
+	budgets map[string]*budget
 }
 
 func newFold(subj protocol.Subjects, limit int) *fold {
-	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}}
+	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, budgets: map[string]*budget{}}
 }
 
 // apply folds one record.
@@ -102,6 +111,8 @@ func (f *fold) apply(r record) outcome {
 		return f.register(r)
 	case r.Subject == f.subj.Prefix+"."+logTick:
 		return f.tick(r)
+	case r.Subject == f.subj.Prefix+"."+logLeader:
+		return f.leader(r)
 	}
 	if job, ok := f.subj.EventsJob(r.Subject); ok {
 		return f.events(job, r)
@@ -162,6 +173,10 @@ func (f *fold) answer(job string, resumed bool) *protocol.RegisterReply {
 
 func (f *fold) events(job string, r record) outcome {
 	o := outcome{kind: kindEvents, job: job}
+	if err := f.spend(job, r); err != nil {
+		o.reject("rate_limited", err)
+		return o
+	}
 	b, err := protocol.DecodeBatch(r.Data, f.limit)
 	if err != nil {
 		o.reject(protocol.Reason(err), err)
@@ -179,6 +194,7 @@ func (f *fold) events(job string, r record) outcome {
 		}
 		o.accepted++
 		if l != nil {
+			l.Epoch = f.epoch
 			o.exits = append(o.exits, *l)
 			delete(f.leases, job)
 		}
@@ -193,6 +209,10 @@ func (f *fold) tick(r record) outcome {
 		o.reject("invalid", err)
 		return o
 	}
+	if t.Epoch < f.epoch {
+		o.reject("stale_leader", fmt.Errorf("coordinator: tick of round %d from epoch %d; the log's leader epoch is %d", t.Round, t.Epoch, f.epoch))
+		return o
+	}
 	if t.Round != f.core.NextRound() {
 		o.reject("stale_tick", fmt.Errorf("coordinator: tick for round %d, next round is %d", t.Round, f.core.NextRound()))
 		return o
@@ -203,6 +223,9 @@ func (f *fold) tick(r record) outcome {
 	if err != nil {
 		o.err = err
 		return o
+	}
+	for i := range round.Leases {
+		round.Leases[i].Epoch = t.Epoch
 	}
 	o.round, f.last = round, round
 	clear(f.leases)
@@ -248,4 +271,20 @@ func sameConfig(a, b *configRecord) bool {
 	return a.GPUs == b.GPUs && a.RoundSeconds == b.RoundSeconds && a.MaxFailed == b.MaxFailed &&
 		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
 		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
+}
+
+// leader raises the log's epoch.
+func (f *fold) leader(r record) outcome {
+	o := outcome{kind: kindLeader}
+	rec, err := decodeLeaderRecord(r.Data)
+	if err != nil {
+		o.reject("invalid", err)
+		return o
+	}
+	if rec.Epoch <= f.epoch {
+		o.reject("stale_leader", fmt.Errorf("coordinator: leader record of epoch %d; the log's epoch is already %d", rec.Epoch, f.epoch))
+		return o
+	}
+	f.epoch, o.leader = rec.Epoch, rec
+	return o
 }

@@ -113,8 +113,9 @@ func decodeConfigRecord(data []byte) (*configRecord, error) {
 // tickRecord asks for the round boundary of round Round. A tick record for
 // any other round than the Core's next one is a duplicate and is ignored.
 type tickRecord struct {
-	V     int `json:"v"`
-	Round int `json:"round"`
+	V     int    `json:"v"`
+	Round int    `json:"round"`
+	Epoch uint64 `json:"epoch,omitempty"` // the writer's leader epoch (leader.go)
 }
 
 func decodeTickRecord(data []byte) (*tickRecord, error) {

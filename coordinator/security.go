@@ -222,29 +222,65 @@ func (a *Authority) coordinator() (nats.Option, error) {
 }
 
 // requestInfo is the part of the server's Nats-Request-Info header the
-// coordinator reads: the account and the user JWT name of the requester.
+// coordinator reads: the account, the user JWT name and the connection of the
+// requester.
 type requestInfo struct {
 	Account string `json:"acc"`
 	NameTag string `json:"name_tag"`
+	Server  string `json:"server"`
+	Client  uint64 `json:"id"`
+	Host    string `json:"host"`
+}
+
+// requester decodes the server-stamped identity of a request that crossed
+// into the coordinator's account through a service import; nil when the
+// request came from inside the coordinator's account.
+func requester(h nats.Header) (*requestInfo, error) {
+	raw := h.Get("Nats-Request-Info")
+	if raw == "" {
+		return nil, nil
+	}
+	var ri requestInfo
+	if err := json.Unmarshal([]byte(raw), &ri); err != nil {
+		return nil, fmt.Errorf("coordinator: unreadable requester identity: %w", err)
+	}
+	return &ri, nil
+}
+
+// clientKey names the client a request came from, for per-client caps: the
+// user in creds mode (one user per job), else the connection.
+func (ri *requestInfo) clientKey() string {
+	if ri == nil {
+		return ""
+	}
+	if ri.NameTag != "" {
+		return "user:" + ri.NameTag
+	}
+	return fmt.Sprintf("conn:%s/%d", ri.Server, ri.Client)
 }
 
 // authorize checks that a registration of job came from job's credentials.
 // A request that crossed into the coordinator's account through a service
 // import carries a Nats-Request-Info header that the server sets (a client
-// cannot forge it): its user name must be the job id. A request without it
-// came from inside the coordinator's account (or a server without
-// per-job credentials) and is allowed.
-func authorize(h nats.Header, job string) error {
-	raw := h.Get("Nats-Request-Info")
-	if raw == "" {
+// cannot forge it). In creds mode (a JWT account) its user name must be the
+// job id; in none and token mode (the local JOBS account) jobs share one
+// identity and any may register any id. A request without the header came
+// from inside the coordinator's account and is allowed.
+func authorize(ri *requestInfo, job string) error {
+	if ri == nil || ri.Account == localJobsAccount {
 		return nil
-	}
-	var ri requestInfo
-	if err := json.Unmarshal([]byte(raw), &ri); err != nil {
-		return fmt.Errorf("coordinator: unreadable requester identity: %w", err)
 	}
 	if ri.NameTag != job {
 		return fmt.Errorf("coordinator: the credentials of %q may not register job %q", ri.NameTag, job)
 	}
 	return nil
+}
+
+// authorizeHeader is authorize on a request's headers.
+func authorizeHeader(h nats.Header, job string) error {
+	ri, err := requester(h)
+	if err != nil {
+		return err
+	}
+	return authorize(ri, job)
 }

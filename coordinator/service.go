@@ -39,6 +39,15 @@ type ServiceConfig struct {
 	// (default file storage, 1 replica).
 	Storage  jetstream.StorageType
 	Replicas int
+	// LeaderTTL is how long a standby waits for a silent leader before it
+	// takes over (default: two rounds, between 1 s and 5 s).
+	LeaderTTL time.Duration
+	// MaxJobs caps the jobs that are pending or active at once (default
+	// DefaultMaxJobs); MaxJobsPerClient caps the new jobs one client
+	// (connection, or user in creds mode) may register (default
+	// DefaultMaxJobsPerClient). Refusals are counted.
+	MaxJobs          int
+	MaxJobsPerClient int
 	// Logger receives structured logs (nil: none).
 	Logger *zerolog.Logger
 	// Metrics receives the metrics (nil: a private registry).
@@ -64,6 +73,9 @@ func (c *ServiceConfig) validate() error {
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
 	if err := c.Core.Validate(); err != nil {
 		return err
 	}
@@ -72,6 +84,9 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.Core.LeaseGraceSeconds == 0 {
 		c.Core.LeaseGraceSeconds = c.Core.RoundSeconds / 4
+	}
+	if c.LeaderTTL == 0 {
+		c.LeaderTTL = defaultLeaderTTL(time.Duration(c.Core.RoundSeconds * float64(time.Second)))
 	}
 	c.Core.ExpireLeases = true
 	name, err := policy.Canonical(c.Policy)
@@ -119,6 +134,19 @@ type Service struct {
 	tickWanted time.Time // when the next tick is due
 	deadline   time.Time // what the timer is set to
 
+	// Leadership and writes (leader.go, writes.go).
+	nonce    string // random per process: the leader id and message-id prefix
+	writes   atomic.Uint64
+	lead     *leadership
+	elected  chan uint64
+	deposed  chan error
+	epoch    uint64 // owned by the loop: the epoch held, 0 when standby
+	subs     []*nats.Subscription
+	logEpoch atomic.Uint64 // the highest epoch the log has seen
+	failing  atomic.Bool   // the last coordinator write failed
+	standby  atomic.Bool
+	admit    admission
+
 	ready  atomic.Bool
 	seq    atomic.Uint64
 	rounds atomic.Int64
@@ -142,8 +170,14 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	nonce, err := newNonce()
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
-		cfg: cfg, nc: nc, js: js, subj: subj, log: *cfg.Logger, m: cfg.Metrics,
+		nonce: nonce, elected: make(chan uint64, 1), deposed: make(chan error, 1),
+		admit: admission{perClient: map[string]int{}},
+		cfg:   cfg, nc: nc, js: js, subj: subj, log: *cfg.Logger, m: cfg.Metrics,
 		rejectLog: cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 20, Period: time.Second}),
 		fold:      newFold(subj, cfg.MaxMessageBytes),
 		in:        make(chan record, 4096),
@@ -167,6 +201,10 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.lead, err = openLeadership(ctx, s.js, s.subj, &s.cfg, s.nonce); err != nil {
+		return err
+	}
+	s.lead.floor = s.logEpoch.Load
 	if err := s.checkConfig(ctx, st); err != nil {
 		return err
 	}
@@ -190,16 +228,11 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: log consumer: %w", err)
 	}
 	defer cc.Stop()
-	subs, err := s.subscribe()
-	if err != nil {
-		return err
-	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.writeSnapshots(ctx, st) })
+	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
 	err = s.loop(ctx)
-	for _, sub := range subs {
-		_ = sub.Unsubscribe()
-	}
+	s.unsubscribe()
 	cancel()
 	wg.Wait()
 	return err
@@ -225,8 +258,7 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 		return nil
 	}
 	data, _ := jsonMarshal(mine)
-	_, err = s.js.Publish(ctx, s.subj.Prefix+"."+logConfig, data, jetstream.WithMsgID("config"))
-	return err
+	return s.appendRetrying(ctx, s.subj.Prefix+"."+logConfig, data)
 }
 
 // receive runs on the consumer's goroutine: it hands a record to the loop.
@@ -242,20 +274,22 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
 	}
 }
 
-func (s *Service) subscribe() ([]*nats.Subscription, error) {
-	reg, err := s.nc.Subscribe(s.subj.Register(), s.onRegister)
+// subscribe starts answering subject with h (only the leader answers).
+func (s *Service) subscribe(subject string, h nats.MsgHandler) {
+	sub, err := s.nc.Subscribe(subject, h)
 	if err != nil {
-		return nil, err
+		s.log.Error().Err(err).Str("subject", subject).Msg("cannot subscribe")
+		return
 	}
-	st, err := s.nc.Subscribe(s.subj.Status(), s.onStatus)
-	if err != nil {
-		_ = reg.Unsubscribe()
-		return nil, err
+	_ = sub.SetPendingLimits(64<<10, 64<<20)
+	s.subs = append(s.subs, sub)
+}
+
+func (s *Service) unsubscribe() {
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
 	}
-	for _, sub := range []*nats.Subscription{reg, st} {
-		_ = sub.SetPendingLimits(64<<10, 64<<20)
-	}
-	return []*nats.Subscription{reg, st}, nil
+	s.subs = nil
 }
 
 // loop is the one goroutine that owns the Core.
@@ -272,6 +306,10 @@ func (s *Service) loop(ctx context.Context) error {
 			s.handle(r)
 		case req := <-s.statusq:
 			s.answerStatus(req)
+		case epoch := <-s.elected:
+			s.elect(ctx, epoch)
+		case err := <-s.deposed:
+			s.depose(err)
 		case err := <-s.ticked:
 			if err != nil {
 				s.log.Warn().Err(err).Int("round", s.tickRound).Msg("cannot log the round tick; retrying")
@@ -323,9 +361,9 @@ func (s *Service) fireTick(ctx context.Context) {
 	}
 	round := s.fold.core.NextRound()
 	s.tickRound, s.tickFired = round, time.Now()
-	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round})
+	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch})
 	go func() {
-		_, err := s.js.Publish(ctx, s.subj.Prefix+"."+logTick, data, jetstream.WithMsgID(fmt.Sprintf("tick-%d", round)))
+		err := s.append(ctx, s.subj.Prefix+"."+logTick, data, nil)
 		if ctx.Err() == nil {
 			s.ticked <- err
 		}
@@ -339,9 +377,13 @@ func (s *Service) handle(r record) {
 	if s.cfg.onApply != nil {
 		s.cfg.onApply(r, &o)
 	}
+	s.observeFold(r, &o)
 	if !s.live {
 		s.verify(r)
-		if r.Seq >= s.catchUp {
+		if r.Seq >= s.catchUp && s.standby.CompareAndSwap(false, true) {
+			s.log.Info().Uint64("records", s.catchUp).Dur("took", time.Since(s.started)).Msg("log replayed")
+		}
+		if o.kind == kindLeader && s.epoch != 0 && o.leader != nil && o.leader.Epoch == s.epoch && o.leader.ID == s.nonce {
 			s.goLive()
 		}
 		return
@@ -370,7 +412,8 @@ func (s *Service) goLive() {
 	s.live = true
 	took := time.Since(s.started)
 	s.m.replaySeconds.Set(took.Seconds())
-	s.log.Info().Uint64("records", s.catchUp).Dur("took", took).Int("next_round", s.nextRound()).Msg("log replayed; serving")
+	s.log.Info().Uint64("records", s.fold.seq).Dur("took", took).Int("next_round", s.nextRound()).Uint64("epoch", s.epoch).Msg("leader: serving")
+	s.subscribe(s.subj.Register(), s.onRegister)
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
 	if last := s.fold.last; last != nil {
@@ -404,19 +447,27 @@ func (s *Service) verify(r record) {
 	s.log.Info().Uint64("seq", r.Seq).Int("round", s.expect.Round).Msg("replay matches the stored snapshot")
 }
 
-// Health is the service's readiness, as /healthz reports it.
+// Health is the service's readiness, as /healthz reports it. A standby
+// (another coordinator leads) and a leader whose last write to the log
+// failed are not OK.
 type Health struct {
-	OK        bool   `json:"ok"`
-	Replaying bool   `json:"replaying"`
-	Connected bool   `json:"connected"`
-	LogSeq    uint64 `json:"log_seq"`
-	Rounds    int64  `json:"rounds"`
+	OK         bool   `json:"ok"`
+	Replaying  bool   `json:"replaying"`
+	Standby    bool   `json:"standby"`
+	Connected  bool   `json:"connected"`
+	LogFailing bool   `json:"log_write_failing"`
+	Epoch      uint64 `json:"epoch"`
+	LogSeq     uint64 `json:"log_seq"`
+	Rounds     int64  `json:"rounds"`
 }
 
-// Health reports whether the service replayed its log and is connected.
+// Health reports whether the service leads, replayed its log, is connected
+// and writes to its log.
 func (s *Service) Health() Health {
-	h := Health{Replaying: !s.ready.Load(), Connected: s.nc.IsConnected(), LogSeq: s.seq.Load(), Rounds: s.rounds.Load()}
-	h.OK = !h.Replaying && h.Connected
+	ready := s.ready.Load()
+	h := Health{Replaying: !ready && !s.standby.Load(), Standby: !ready && s.standby.Load(), Connected: s.nc.IsConnected(),
+		LogFailing: s.failing.Load(), LogSeq: s.seq.Load(), Rounds: s.rounds.Load(), Epoch: s.logEpoch.Load()}
+	h.OK = ready && h.Connected && !h.LogFailing
 	return h
 }
 

@@ -1,0 +1,180 @@
+package coordinator
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// In none and token mode the embedded server still keeps jobs away from
+// the log: the coordinator's own account (the global one, which holds the
+// JetStream log and buckets) exports the register, events and lease subjects
+// to a JOBS account without JetStream, and every client that does not present
+// the coordinator's or the administrator's secret lands in JOBS with
+// permissions for those subjects only. A job can therefore never publish a
+// log control record (<prefix>.log.*), call the JetStream API (purge or
+// delete the log, the snapshot or the leader bucket) or publish a lease.
+//
+// The coordinator's and the administrator's secrets are generated once per
+// data directory (auth/coordinator.secret and auth/admin.secret, mode 0600);
+// clients present them as a NATS token. The shared job token of token mode is
+// for jobs only.
+
+// Files of the per-data-directory secrets.
+const (
+	coordinatorSecretFile = "coordinator.secret"
+	adminSecretFile       = "admin.secret"
+)
+
+// localJobsAccount is the account of jobs in none and token mode.
+const localJobsAccount = "JOBS"
+
+// localAuth authenticates the clients of the embedded server in none and
+// token mode.
+type localAuth struct {
+	mode        AuthMode
+	token       []byte // the jobs' shared token (token mode)
+	coordSecret []byte
+	adminSecret []byte
+	jobs        *server.Account
+	jobPerms    *server.Permissions
+	adminPerms  *server.Permissions
+}
+
+// loadSecret reads a secret from dir/name, creating it when missing.
+func loadSecret(dir, name string) ([]byte, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("coordinator: secrets: %w", err)
+	}
+	path := filepath.Join(dir, name)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		buf := make([]byte, 32)
+		if _, err := rand.Read(buf); err != nil {
+			return nil, err
+		}
+		raw = []byte(hex.EncodeToString(buf) + "\n")
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			return nil, fmt.Errorf("coordinator: secrets: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("coordinator: secrets: %w", err)
+	}
+	s := strings.TrimSpace(string(raw))
+	if len(s) < 32 {
+		return nil, fmt.Errorf("coordinator: secret %s is too short (%d characters, want at least 32)", path, len(s))
+	}
+	return []byte(s), nil
+}
+
+// setupLocalAuth configures opts for none or token mode.
+func setupLocalAuth(opts *server.Options, cfg EmbeddedConfig, subj protocol.Subjects) (*localAuth, error) {
+	dir := filepath.Join(cfg.DataDir, "auth")
+	a := &localAuth{mode: cfg.Auth}
+	if a.mode == "" {
+		a.mode = AuthNone
+	}
+	var err error
+	if a.coordSecret, err = loadSecret(dir, coordinatorSecretFile); err != nil {
+		return nil, err
+	}
+	if a.adminSecret, err = loadSecret(dir, adminSecretFile); err != nil {
+		return nil, err
+	}
+	if a.mode == AuthToken {
+		a.token = []byte(cfg.Token)
+		if subtle.ConstantTimeCompare(a.token, a.coordSecret) == 1 || subtle.ConstantTimeCompare(a.token, a.adminSecret) == 1 {
+			return nil, errors.New("coordinator: the job token must differ from the coordinator's and the administrator's secrets")
+		}
+	}
+	a.jobs = server.NewAccount(localJobsAccount)
+	opts.Accounts = []*server.Account{a.jobs}
+	opts.CustomClientAuthentication = a
+	a.jobPerms = localJobPermissions(subj, a.mode == AuthNone)
+	a.adminPerms = &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{subj.Status()}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+	}
+	return a, nil
+}
+
+// localJobPermissions are the permissions of a job in none and token mode:
+// publish registrations, events and (none mode) status requests; subscribe
+// to leases and inboxes. Everything else, the log, the JetStream API and the
+// lease subjects included, is denied.
+func localJobPermissions(subj protocol.Subjects, status bool) *server.Permissions {
+	pub := []string{subj.Register(), subj.AllEvents()}
+	if status {
+		pub = append(pub, subj.Status())
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: []string{"$JS.>", "$KV.>", "$SYS.>", subj.Prefix + ".log.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{subj.AllLeases(), "_INBOX.>"}},
+	}
+}
+
+// Check implements server.Authentication.
+func (a *localAuth) Check(c server.ClientAuthentication) bool {
+	tok := []byte(c.GetOpts().Token)
+	switch {
+	case subtle.ConstantTimeCompare(tok, a.coordSecret) == 1:
+		c.RegisterUser(&server.User{Username: "coordinator"})
+		return true
+	case subtle.ConstantTimeCompare(tok, a.adminSecret) == 1:
+		c.RegisterUser(&server.User{Username: "admin", Permissions: a.adminPerms})
+		return true
+	case a.mode == AuthToken && subtle.ConstantTimeCompare(tok, a.token) != 1:
+		return false
+	}
+	c.RegisterUser(&server.User{Username: "job", Account: a.jobs, Permissions: a.jobPerms})
+	return true
+}
+
+// link exports the coordinator's subjects to the JOBS account once the
+// server runs, and enables JetStream for the coordinator's account only.
+func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
+	g := s.GlobalAccount()
+	if !g.JetStreamEnabled() {
+		if err := g.EnableJetStream(nil, nil); err != nil {
+			return fmt.Errorf("coordinator: JetStream for the coordinator's account: %w", err)
+		}
+	}
+	jobs, err := s.LookupAccount(localJobsAccount)
+	if err != nil {
+		return err
+	}
+	services := []string{subj.Register(), subj.AllEvents()}
+	if a.mode == AuthNone {
+		services = append(services, subj.Status())
+	}
+	for _, sub := range services {
+		if err := g.AddServiceExport(sub, []*server.Account{jobs}); err != nil {
+			return fmt.Errorf("coordinator: export %s: %w", sub, err)
+		}
+		if err := jobs.AddServiceImport(g, sub, sub); err != nil {
+			return fmt.Errorf("coordinator: import %s: %w", sub, err)
+		}
+	}
+	// The registration handler reads the server-stamped requester identity
+	// (per-client caps).
+	if err := jobs.SetServiceImportSharing(g, subj.Register(), true); err != nil {
+		return fmt.Errorf("coordinator: share %s: %w", subj.Register(), err)
+	}
+	if err := g.AddStreamExport(subj.AllLeases(), []*server.Account{jobs}); err != nil {
+		return fmt.Errorf("coordinator: export leases: %w", err)
+	}
+	if err := jobs.AddStreamImport(g, subj.AllLeases(), ""); err != nil {
+		return fmt.Errorf("coordinator: import leases: %w", err)
+	}
+	a.jobs = jobs
+	return nil
+}
