@@ -233,10 +233,10 @@ func (s *storage) lastSeq(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// loggedConfig returns the log's configuration record, or nil when the log
-// has none yet.
+// loggedConfig returns the log's first configuration record, the one the
+// fold builds the Core from, or nil when the log has none yet.
 func (s *storage) loggedConfig(ctx context.Context) (*configRecord, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, s.subj.Prefix+"."+logConfig)
+	m, err := s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(s.subj.Prefix+"."+logConfig))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

@@ -28,3 +28,12 @@ func (e *env) coordClient() *nats.Conn {
 	}
 	return e.client(coordinatorToken(e.t, e.dir))
 }
+
+func readFile(t testing.TB, path string) string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
