@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -18,6 +19,11 @@ const lockFile = "coordinator.lock"
 
 // dirLock is a held data-directory lock.
 type dirLock struct{ f *os.File }
+
+// held keeps every held lock's file reachable: an *os.File that is garbage
+// collected closes its descriptor, which would drop the lock while the
+// server still runs (an Embedded value the caller no longer references).
+var held sync.Map // *dirLock → struct{}
 
 // lockDataDir takes the data directory's lock, or fails at once with an
 // error naming the process that holds it.
@@ -46,7 +52,9 @@ func lockDataDir(dir string) (*dirLock, error) {
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return &dirLock{f: f}, nil
+	l := &dirLock{f: f}
+	held.Store(l, struct{}{})
+	return l, nil
 }
 
 // release drops the lock.
@@ -57,4 +65,5 @@ func (l *dirLock) release() {
 	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	_ = l.f.Close()
 	l.f = nil
+	held.Delete(l)
 }
