@@ -328,3 +328,25 @@ func TestEmbedded_ASecondCoordinatorOnOneDataDirFailsFast(t *testing.T) {
 	}
 	again.Shutdown()
 }
+
+func TestEvents_AnAbsurdSequenceNumberDoesNotWedgeTheJob(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	nc := e.client()
+	if rep := register(t, nc, e.subj, newJob("w", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	publishBatch(t, nc, e.subj, "w", heartbeat(1, 0))
+	raw := `{"v":1,"job":"w","events":[{"v":1,"type":"progress","job":"w","seq":18446744073709551615,"steps":1,"elapsed":1,"steps_done":1,"total_steps":1000,"epoch":0,"batch_size":32}]}`
+	if err := nc.Publish(e.subj.Events("w"), []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	publishBatch(t, nc, e.subj, "w", heartbeat(1<<40, 0)) // within 2^53, but 2^40 ahead
+	publishBatch(t, nc, e.subj, "w", heartbeat(2, 0))
+	eventually(t, 10*time.Second, "the next event accepted", func() bool {
+		row, _ := jobRow(status(t, nc, e.subj), "w")
+		return row.LastSeq == 2
+	})
+	if n := counterValue(t, e.reg, "shockwave_events_rejected_total", "reason", "out_of_order"); n != 1 {
+		t.Errorf("the 2^40 jump counted as out of order: %g", n)
+	}
+}
