@@ -47,7 +47,7 @@ func runCreds(args []string, stdout, stderr io.Writer) error {
 		return usageError{err}
 	}
 	dir := filepath.Join(*dataDir, "auth")
-	if _, err := os.Stat(dir); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "jobs.nk")); err != nil {
 		return badInput("no credentials authority in %s: start the coordinator once with --auth creds --data-dir %s", dir, *dataDir)
 	}
 	auth, err := coordinator.LoadAuthority(dir, false)
