@@ -45,6 +45,11 @@ type Embedded struct {
 	auth   *Authority
 	local  *localAuth
 	lock   *dirLock
+	// creds mode: the resolver of the account JWTs, the logger and the
+	// revocation watcher's stop channel.
+	resolver *server.MemAccResolver
+	log      *zerolog.Logger
+	stop     chan struct{}
 }
 
 // StartEmbedded starts the server and waits until it accepts connections.
@@ -85,7 +90,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Embedded{lock: lock}
+	e := &Embedded{lock: lock, log: cfg.Logger, stop: make(chan struct{})}
 	if err := e.setupAuth(opts, cfg, subj); err != nil {
 		lock.release()
 		return nil, err
@@ -112,6 +117,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		}
 	}
 	e.Server = s
+	if e.auth != nil {
+		go e.watchRevocations(subj, e.stop)
+	}
 	return e, nil
 }
 
@@ -174,7 +182,7 @@ func (e *Embedded) trustOperator(opts *server.Options, cfg EmbeddedConfig) error
 	opts.TrustedOperators = []*jwt.OperatorClaims{op}
 	opts.AccountResolver = res
 	opts.SystemAccount = pub(auth.system)
-	e.auth = auth
+	e.auth, e.resolver = auth, res
 	return nil
 }
 
@@ -212,6 +220,11 @@ func (e *Embedded) AdminSecretFile(dataDir string) string {
 
 // Shutdown stops the server, waits for it and releases the data directory.
 func (e *Embedded) Shutdown() {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
 	e.Server.Shutdown()
 	e.Server.WaitForShutdown()
 	e.lock.release()

@@ -67,6 +67,7 @@ func IsLoopback(listen string) bool {
 // directory readable by the coordinator's user only.
 type Authority struct {
 	operator, system, coord, jobs nkeys.KeyPair
+	dir                           string
 }
 
 var authorityFiles = []string{"operator.nk", "system.nk", "coord.nk", "jobs.nk"}
@@ -96,7 +97,7 @@ func LoadAuthority(dir string, create bool) (*Authority, error) {
 			return nil, fmt.Errorf("coordinator: credentials authority %s: %w", path, err)
 		}
 	}
-	return &Authority{operator: kps[0], system: kps[1], coord: kps[2], jobs: kps[3]}, nil
+	return &Authority{operator: kps[0], system: kps[1], coord: kps[2], jobs: kps[3], dir: dir}, nil
 }
 
 func newSeed(operator bool) ([]byte, error) {
@@ -141,6 +142,13 @@ func (a *Authority) trust(s protocol.Subjects) (*jwt.OperatorClaims, map[string]
 	)
 	jobs := jwt.NewAccountClaims(pub(a.jobs))
 	jobs.Name = "JOBS"
+	revs, err := a.revocations()
+	if err != nil {
+		return nil, nil, err
+	}
+	for key, at := range revs {
+		jobs.RevokeAt(key, time.Unix(at, 0))
+	}
 	jobs.Imports.Add(
 		&jwt.Import{Name: "register", Subject: jwt.Subject(s.Register()), Account: pub(a.coord), Type: jwt.Service, Share: true},
 		&jwt.Import{Name: "events", Subject: jwt.Subject(s.AllEvents()), Account: pub(a.coord), Type: jwt.Service},
@@ -159,9 +167,15 @@ func (a *Authority) trust(s protocol.Subjects) (*jwt.OperatorClaims, map[string]
 
 // user signs a user JWT in account acct and returns it with the user's seed.
 func user(acct nkeys.KeyPair, name string, perms *jwt.Permissions, ttl time.Duration) (string, []byte, error) {
+	tok, seed, _, err := userKey(acct, name, perms, ttl)
+	return tok, seed, err
+}
+
+// userKey is user, also returning the user's public key.
+func userKey(acct nkeys.KeyPair, name string, perms *jwt.Permissions, ttl time.Duration) (string, []byte, string, error) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	seed, _ := kp.Seed()
 	uc := jwt.NewUserClaims(pub(kp))
@@ -174,7 +188,7 @@ func user(acct nkeys.KeyPair, name string, perms *jwt.Permissions, ttl time.Dura
 		uc.Expires = time.Now().Add(ttl).Unix()
 	}
 	tok, err := uc.Encode(acct)
-	return tok, seed, err
+	return tok, seed, pub(kp), err
 }
 
 // JobPermissions are the permissions of job's credentials.
@@ -191,9 +205,12 @@ func (a *Authority) IssueJob(s protocol.Subjects, job string, ttl time.Duration)
 	if err := protocol.ValidateJobID("credentials", job); err != nil {
 		return nil, err
 	}
-	tok, seed, err := user(a.jobs, job, JobPermissions(s, job), ttl)
+	tok, seed, key, err := userKey(a.jobs, job, JobPermissions(s, job), ttl)
 	if err != nil {
 		return nil, err
+	}
+	if err := a.recordIssued(job, key); err != nil {
+		return nil, fmt.Errorf("coordinator: recording the credentials of %s (needed to revoke them): %w", job, err)
 	}
 	return jwt.FormatUserConfig(tok, seed)
 }

@@ -125,7 +125,10 @@ func TestCreds_IssuedCredentialsReachTheCoordinator(t *testing.T) {
 	if code, out, _ := runCLI("creds", "issue", "--data-dir", dir, "job-7"); code != 0 || !strings.Contains(out, "NATS USER JWT") {
 		t.Errorf("job credentials: exit %d", code)
 	}
-	for _, args := range [][]string{{"creds", "issue", "--data-dir", dir, "bad.id"}, {"creds", "issue", "--data-dir", t.TempDir(), "j"}, {"creds", "mint", "j"}} {
+	if code, out, errOut := runCLI("creds", "revoke", "--data-dir", dir, "job-7"); code != 0 || !strings.Contains(out, "revoked 1 credential(s) of job job-7") {
+		t.Errorf("creds revoke: exit %d %s %s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"creds", "revoke", "--data-dir", dir, "never-issued"}, {"creds", "revoke", "--data-dir", dir, "bad.id"}, {"creds", "issue", "--data-dir", dir, "bad.id"}, {"creds", "issue", "--data-dir", t.TempDir(), "j"}, {"creds", "mint", "j"}} {
 		if code, _, errOut := runCLI(args...); code != 2 || len(strings.Split(strings.TrimSpace(errOut), "\n")) != 1 {
 			t.Errorf("%v: exit %d %q", args, code, errOut)
 		}
