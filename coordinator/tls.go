@@ -22,12 +22,12 @@ func (t *TLSFiles) Validate() error {
 	if t.Cert == "" || t.Key == "" {
 		return errors.New("coordinator: TLS needs both a certificate (--tls-cert) and a key (--tls-key)")
 	}
-	for flag, path := range map[string]string{"--tls-cert": t.Cert, "--tls-key": t.Key, "--tls-ca": t.CA} {
-		if path == "" {
+	for _, f := range [][2]string{{"--tls-cert", t.Cert}, {"--tls-key", t.Key}, {"--tls-ca", t.CA}} {
+		if f[1] == "" {
 			continue
 		}
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("coordinator: %s: %w", flag, err)
+		if _, err := os.Stat(f[1]); err != nil {
+			return fmt.Errorf("coordinator: %s: %w", f[0], err)
 		}
 	}
 	return nil

@@ -164,9 +164,9 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	if err != nil {
 		return cfg, "", usageError{err}
 	}
-	for flag, path := range map[string]string{"--tls-cert": f.tlsCert, "--tls-key": f.tlsKey, "--tls-ca": f.tlsCA} {
-		if _, err := os.Stat(path); path != "" && err != nil {
-			return cfg, "", badInput("%s: %v", flag, err)
+	for _, fl := range [][2]string{{"--tls-cert", f.tlsCert}, {"--tls-key", f.tlsKey}, {"--tls-ca", f.tlsCA}} {
+		if _, err := os.Stat(fl[1]); fl[1] != "" && err != nil {
+			return cfg, "", badInput("%s: %v", fl[0], err)
 		}
 	}
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas,
