@@ -209,6 +209,24 @@ func (e *Embedded) Authority() *Authority { return e.auth }
 // ClientURL is the address clients connect to.
 func (e *Embedded) ClientURL() string { return e.Server.ClientURL() }
 
+// CoordinatorOptions are the connection options of a client with the
+// coordinator's full rights on this server (tools and tests that read the
+// log or publish as the coordinator). Keep them as secret as the data
+// directory.
+func (e *Embedded) CoordinatorOptions() ([]nats.Option, error) {
+	switch {
+	case e.local != nil:
+		return []nats.Option{nats.Token(string(e.local.coordSecret))}, nil
+	case e.auth != nil:
+		o, err := e.auth.coordinator()
+		if err != nil {
+			return nil, err
+		}
+		return []nats.Option{o}, nil
+	}
+	return nil, nil
+}
+
 // AdminSecretFile is the file holding the administrator's secret in none
 // and token mode (a NATS token that may request status), else "".
 func (e *Embedded) AdminSecretFile(dataDir string) string {

@@ -62,6 +62,7 @@ type Job struct {
 	finished    bool
 	badLeases   int64
 	suspensions int64
+	epoch       uint64 // the highest leader epoch seen on a lease
 }
 
 // LeaseState is the job's permission to train, as the latest lease says.
@@ -170,6 +171,9 @@ func (j *Job) connect() error {
 	}
 	if o.token != "" {
 		opts = append(opts, nats.Token(o.token))
+	}
+	if o.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(o.tlsCA))
 	}
 	opts = append(opts, o.natsOpts...)
 	nc, err := nats.Connect(o.url, opts...)

@@ -110,10 +110,15 @@ func (c *Coordinator) Down() {
 	c.stop = nil
 }
 
-// Client opens a plain NATS connection to the server.
+// Client opens a NATS connection to the server with the coordinator's
+// rights (it may publish leases and read the log).
 func (c *Coordinator) Client() *nats.Conn {
 	c.t.Helper()
-	nc, err := nats.Connect(c.URL())
+	opts, err := c.emb.CoordinatorOptions()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nc, err := nats.Connect(c.URL(), opts...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
