@@ -21,6 +21,7 @@ type config struct {
 	URL    *string `json:"url"`
 	Creds  *string `json:"creds"`
 	Token  *string `json:"token"`
+	TLSCA  *string `json:"tls_ca"`
 	Prefix *string `json:"prefix"`
 
 	Job        *string `json:"job"`
@@ -74,6 +75,7 @@ func parseConfig(raw []byte) (opts []sdk.Option, keys []string, sampleEvery time
 	str("url", c.URL, sdk.WithURL)
 	str("creds", c.Creds, sdk.WithCredentials)
 	str("token", c.Token, sdk.WithToken)
+	str("tls_ca", c.TLSCA, sdk.WithTLSCA)
 	str("prefix", c.Prefix, sdk.WithPrefix)
 	str("job", c.Job, sdk.WithJobID)
 	str("name", c.Name, sdk.WithName)
