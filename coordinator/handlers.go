@@ -110,6 +110,7 @@ func (s *Service) answerStatus(req statusRequest) {
 		RoundSeconds: s.cfg.Core.RoundSeconds, Round: s.nextRound(), Now: s.fold.now,
 		Recovering: !s.live, LogSeq: s.fold.seq, Jobs: []protocol.JobInfo{}}
 	if c := s.fold.core; c != nil {
+		rep.GPUs = c.GPUs()
 		if req.req.Job != "" {
 			if st, ok := c.Job(req.req.Job); ok {
 				rep.Jobs = append(rep.Jobs, st)
@@ -118,6 +119,7 @@ func (s *Service) answerStatus(req statusRequest) {
 			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
 		rep.Plan = c.LastPlan()
+		rep.Nodes, rep.GPUs = c.NodeStatus(), c.GPUs()
 	}
 	go s.respond(req.msg, rep)
 }

@@ -1,10 +1,12 @@
 package coordinator
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -36,4 +38,8 @@ func readFile(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	return string(raw)
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
 }

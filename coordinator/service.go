@@ -21,7 +21,8 @@ const DefaultJobTimeoutRounds = 3
 
 // ServiceConfig sets up a Service. Zero values mean the documented defaults.
 type ServiceConfig struct {
-	// Core configures the state machine. GPUs is required. The service
+	// Core configures the state machine. GPUs or Cluster is required
+	// (Config.Dynamic: neither, nodes join). The service
 	// always sets ExpireLeases; JobTimeoutSeconds defaults to
 	// DefaultJobTimeoutRounds rounds and LeaseGraceSeconds to a quarter
 	// round, so that a lease outlives the small delay of its renewal.
@@ -146,6 +147,7 @@ type Service struct {
 	failing  atomic.Bool   // the last coordinator write failed
 	standby  atomic.Bool
 	admit    admission
+	runCtx   context.Context // Run's context, for the loop's writes
 
 	ready  atomic.Bool
 	seq    atomic.Uint64
@@ -197,6 +199,7 @@ func (s *Service) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer s.ready.Store(false)
+	s.runCtx = ctx
 	st, err := openStorage(ctx, s.js, s.subj, &s.cfg)
 	if err != nil {
 		return err
@@ -250,10 +253,13 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 		return fmt.Errorf("coordinator: reading the log's configuration: %w", err)
 	}
 	if logged != nil {
-		if !sameConfig(logged, &mine) {
-			return fmt.Errorf("coordinator: the log %s was written with --gpus %d --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
+		if !sameRules(logged, &mine) {
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
-				st.name, logged.GPUs, logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
+				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
+		}
+		if !sameConfig(logged, &mine) {
+			s.log.Info().Str("log_cluster", logged.clusterString()).Msg("the cluster differs from the one the log started with; it is resized, if needed, once this coordinator leads")
 		}
 		return nil
 	}
@@ -414,6 +420,7 @@ func (s *Service) goLive() {
 	s.m.replaySeconds.Set(took.Seconds())
 	s.log.Info().Uint64("records", s.fold.seq).Dur("took", took).Int("next_round", s.nextRound()).Uint64("epoch", s.epoch).Msg("leader: serving")
 	s.subscribe(s.subj.Register(), s.onRegister)
+	s.resizeIfNeeded(s.runCtx)
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
 	if last := s.fold.last; last != nil {

@@ -1,0 +1,69 @@
+package coordinator
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestResize_ARestartWithMoreGPUsIsALoggedClusterEventThatReplays(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	nc := e.client()
+	d, stop := startJobs(t, nc, e.subj, []string{"a", "b"}, 1)
+	defer stop()
+	eventually(t, 10*time.Second, "three rounds", func() bool { return e.svc.Health().Rounds >= 3 })
+	e.stopService()
+	e.scfg.Core.GPUs = 2
+	e.startService()
+	eventually(t, 10*time.Second, "both jobs run at once", func() bool {
+		st := status(t, nc, e.subj)
+		return st.GPUs == 2 && st.Plan != nil && len(st.Plan.Run) == 2
+	})
+	var resized bool
+	for _, m := range logRecords(t, e) {
+		if m.Subject == e.subj.Prefix+"."+logCluster {
+			resized = true
+		}
+	}
+	if !resized {
+		t.Fatal("no cluster record in the log")
+	}
+	stop()
+	st := status(t, nc, e.subj)
+	ref, rounds := reference(t, e.coordClient(), e.subj.Prefix, st.LogSeq)
+	sameState(t, st, ref)
+	sameLeases(t, d.seen(), rounds, st.Round)
+	if ref.core.GPUs() != 2 {
+		t.Errorf("the replay has %d GPUs", ref.core.GPUs())
+	}
+	// Another restart with the same flags logs nothing more.
+	n := len(logRecords(t, e))
+	e.stopService()
+	e.startService()
+	time.Sleep(300 * time.Millisecond)
+	for _, m := range logRecords(t, e)[n:] {
+		if m.Subject == e.subj.Prefix+"."+logCluster {
+			t.Errorf("a restart with the same cluster logged a resize")
+		}
+	}
+}
+
+func TestResize_OtherSettingsStillHaveToMatchTheLog(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	e.stopService()
+	e.scfg.Core.RoundSeconds = 2 * testRound
+	nc, err := e.emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	svc, err := NewService(nc, e.scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := contextWithTimeout(5 * time.Second)
+	defer cancel()
+	if err := svc.Run(ctx); err == nil || !strings.Contains(err.Error(), "restart with the same settings") {
+		t.Fatalf("another round length: %v", err)
+	}
+}
