@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestResize_ARestartWithMoreGPUsIsALoggedClusterEventThatReplays(t *testing.T) {
@@ -65,5 +67,25 @@ func TestResize_OtherSettingsStillHaveToMatchTheLog(t *testing.T) {
 	defer cancel()
 	if err := svc.Run(ctx); err == nil || !strings.Contains(err.Error(), "restart with the same settings") {
 		t.Fatalf("another round length: %v", err)
+	}
+}
+
+func TestLeader_ALostLeaderBucketDoesNotWedgeTheCoordinator(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	eventually(t, 10*time.Second, "two rounds", func() bool { return e.svc.Health().Rounds >= 2 })
+	e.stopService()
+	js, err := jetstream.New(e.coordClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := contextWithTimeout(5 * time.Second)
+	defer cancel()
+	if err := js.DeleteKeyValue(ctx, leaderBucket(e.subj.Prefix)); err != nil {
+		t.Fatal(err)
+	}
+	e.startService()
+	eventually(t, 10*time.Second, "rounds again", func() bool { return e.svc.Health().Rounds >= 2 })
+	if h := e.svc.Health(); h.Epoch != 2 {
+		t.Errorf("epoch after the bucket was lost: %d, want 2", h.Epoch)
 	}
 }

@@ -119,6 +119,16 @@ func (s *Service) observeFold(r record, o *outcome) {
 			s.depose(fmt.Errorf("%w: epoch %d appended by another coordinator", errDeposed, o.leader.Epoch))
 		}
 	}
+	if o.kind == kindLeader && o.leader == nil && s.epoch != 0 && !s.live {
+		// Our own leader record came back below the log's epoch (the
+		// leader bucket lost its history): claim the next epoch instead.
+		if rec, err := decodeLeaderRecord(r.Data); err == nil && rec.ID == s.nonce && rec.Epoch == s.epoch {
+			s.epoch = s.fold.epoch + 1
+			s.log.Warn().Uint64("epoch", s.epoch).Msg("the log has a higher leader epoch than the leader bucket; claiming the next one")
+			data, _ := jsonMarshal(leaderRecord{V: protocol.Version, ID: s.nonce, Epoch: s.epoch})
+			go func() { _ = s.appendRetrying(s.runCtx, s.subj.Prefix+"."+logLeader, data) }()
+		}
+	}
 	if o.err != nil && (o.kind == kindTick || o.kind == kindLeader) && s.live {
 		s.log.Warn().Err(o.err).Uint64("seq", r.Seq).Msg("log record ignored")
 	}
