@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -73,5 +74,29 @@ func TestDecodeStrictJSON_RefusesWhatEncodingJSONAccepts(t *testing.T) {
 	}
 	if err := protocol.DecodeStrictJSON([]byte(`{"a":1,"b":{"c":[1,2]},"m":{"x":1,"y":2}}`), &v); err != nil {
 		t.Errorf("refused a good object: %v", err)
+	}
+}
+
+// BenchmarkDecodeBatch measures the strict decoder on a two-event batch
+// (key check, decode, validation); BenchmarkDecodeBatch_EncodingJSONOnly is
+// plain encoding/json on the same bytes, for the cost of strictness.
+func BenchmarkDecodeBatch(b *testing.B) {
+	data := []byte(goodBatch)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := protocol.DecodeBatch(data, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeBatch_EncodingJSONOnly(b *testing.B) {
+	data := []byte(goodBatch)
+	b.ReportAllocs()
+	for b.Loop() {
+		var v protocol.Batch
+		if err := json.Unmarshal(data, &v); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
