@@ -49,7 +49,7 @@
 // node sizes; Shockwave's market uses them, see package policy). When the
 // plan fits the count but not the nodes, Core repairs it, deterministically.
 // It tries four placements and keeps the first that places every planned
-// job, else the one that places most (the earliest on a tie): pin first
+// job, else the one that places the most GPUs (the earliest on a tie): pin first
 // (rules 1-4 as above); evict (then each gang left out evicts the kept jobs
 // of the one node where the fewest of them make room, and those are fitted
 // anew); keep in turn (widest first, each job keeping its devices if they
