@@ -1,7 +1,7 @@
 # The README's commands. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test check build lib test-python bench fuzz-short results clean
+.PHONY: test check build lib wheel test-python bench fuzz-short results clean
 
 # Every test: formatting, vet, the whole Go suite, then the Python bindings'
 # suite (which builds libshockwave.so and the shockwave binary first).
@@ -21,6 +21,12 @@ build:
 # package and other C callers; the interface is bindings/shockwave.h.
 lib:
 	$(GO) build -buildmode=c-shared -o bindings/libshockwave.so ./bindings
+
+# The Python package as a platform wheel with libshockwave.so inside:
+# dist/shockwave-<version>-py3-none-<platform>.whl, built offline by the
+# package's own stdlib-only backend (bindings/python/shockwave_build.py).
+wheel: lib
+	$(PYTHON) bindings/python/shockwave_build.py --library bindings/libshockwave.so --out dist
 
 # The Python package's tests (stdlib unittest) against a real coordinator,
 # the PyTorch example's end-to-end run included (skipped without torch).
@@ -46,7 +52,7 @@ fuzz-short:
 	done
 
 clean:
-	rm -rf bin bindings/libshockwave.so bindings/libshockwave.h
+	rm -rf bin dist bindings/libshockwave.so bindings/libshockwave.h
 
 # The four experiments of the README's results section: every policy, with
 # Shockwave in profile mode like the original, then Shockwave online with its
