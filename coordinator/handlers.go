@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -117,6 +118,10 @@ func (s *Service) answerStatus(req statusRequest) {
 		}
 		rep.Plan = c.LastPlan()
 	}
+	if req.web != nil {
+		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds)}
+		return
+	}
 	go s.respond(req.msg, rep)
 }
 
@@ -150,6 +155,7 @@ func (s *Service) startRound(r record, o *outcome) {
 
 	dig, jobs, plan := digest(s.fold.core)
 	s.m.observeRound(rd, jobs, o.solve)
+	s.web.add(rd, o.solve)
 	for _, e := range rd.Lost {
 		s.log.Warn().Str("job", e.Job).Str("reason", e.Reason).Int("round", rd.Index).Msg("job lost")
 	}

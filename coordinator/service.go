@@ -118,6 +118,7 @@ type Service struct {
 	tickFired  time.Time // when the timer fired for it
 	tickWanted time.Time // when the next tick is due
 	deadline   time.Time // what the timer is set to
+	web        webLog    // recent rounds for the web view
 
 	ready  atomic.Bool
 	seq    atomic.Uint64
@@ -127,6 +128,7 @@ type Service struct {
 type statusRequest struct {
 	msg *nats.Msg
 	req *protocol.StatusRequest
+	web chan<- WebState // set for the web view instead of msg
 }
 
 // NewService returns a service that will talk over nc. Run starts it.
