@@ -163,7 +163,7 @@ func (s *Service) startRound(r record, o *outcome) {
 		s.log.Info().Str("job", e.Job).Str("state", string(e.State)).Str("reason", e.Reason).Msg("job ended")
 	}
 	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Dur("solve", o.solve).Dur("tick_to_last_lease", published).Msg("round")
+		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", o.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
 	snap := &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
 		GPUs: s.cfg.Core.GPUs, Digest: dig, Jobs: jobs, Plan: plan, Written: time.Now().UTC()}
 	select {

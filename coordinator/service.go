@@ -372,7 +372,7 @@ func (s *Service) goLive() {
 	s.live = true
 	took := time.Since(s.started)
 	s.m.replaySeconds.Set(took.Seconds())
-	s.log.Info().Uint64("records", s.catchUp).Dur("took", took).Int("next_round", s.nextRound()).Msg("log replayed; serving")
+	s.log.Info().Uint64("records", s.catchUp).Float64("took_s", took.Seconds()).Int("next_round", s.nextRound()).Msg("log replayed; serving")
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
 	if last := s.fold.last; last != nil {

@@ -221,7 +221,8 @@ func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, badInput("--log-level: unknown level %q", level)
 	}
 	if format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		// Colours only on a terminal: a file or a pipe gets plain text.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !isTerminal(w)}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }

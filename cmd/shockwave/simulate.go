@@ -94,7 +94,13 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.forecasts != "" {
 		i := slices.Index(names, "shockwave")
-		return writeForecastReport(f.forecasts, f.info, results[i], stdout)
+		// With --format json stdout holds the one JSON document; the
+		// summary table goes to stderr (the file has it too).
+		w := stdout
+		if f.format == "json" {
+			w = stderr
+		}
+		return writeForecastReport(f.forecasts, f.info, results[i], w)
 	}
 	return nil
 }
