@@ -62,12 +62,16 @@ type configRecord struct {
 	JobTimeout   float64         `json:"job_timeout_seconds"`
 	Policy       string          `json:"policy"`
 	PolicyConfig json.RawMessage `json:"policy_config,omitempty"`
+	// Reallocate is policy.Options.ReallocateOnChange (Gavel-round
+	// baselines only; absent, i.e. false, in logs from before it existed).
+	Reallocate bool `json:"reallocate_on_change,omitempty"`
 }
 
 func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord, error) {
 	rec := configRecord{V: protocol.Version, GPUs: cfg.GPUs, RoundSeconds: cfg.RoundSeconds,
 		MaxFailed: cfg.MaxFailedLeases, RuntimeLimit: cfg.RuntimeLimitFactor,
-		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol}
+		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol,
+		Reallocate: opts.ReallocateOnChange}
 	if opts.Config != nil {
 		raw, err := json.Marshal(opts.Config)
 		if err != nil {
@@ -84,7 +88,7 @@ func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord,
 
 // core builds the Core and the policy the record describes.
 func (r *configRecord) core() (*Core, error) {
-	opts := policy.Options{}
+	opts := policy.Options{ReallocateOnChange: r.Reallocate}
 	if len(r.PolicyConfig) > 0 {
 		opts.Config = r.PolicyConfig
 	}

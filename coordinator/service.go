@@ -79,6 +79,9 @@ func (c *ServiceConfig) validate() error {
 		return err
 	}
 	c.Policy = name
+	if !policy.UsesGavelRound(name) {
+		c.PolicyOptions.ReallocateOnChange = false // recorded only where it means something
+	}
 	if c.Logger == nil {
 		nop := zerolog.Nop()
 		c.Logger = &nop
@@ -220,9 +223,9 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 	}
 	if logged != nil {
 		if !sameConfig(logged, &mine) {
-			return fmt.Errorf("coordinator: the log %s was written with --gpus %d --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d --round %gs --policy %s (job timeout %gs, lease grace %gs, re-allocate on change %v, policy config %s); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
-				st.name, logged.GPUs, logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
+				st.name, logged.GPUs, logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace, logged.Reallocate, orNone(logged.PolicyConfig))
 		}
 		return nil
 	}

@@ -31,7 +31,7 @@ type simFlags struct {
 	gpus, generate                                     int
 	seed                                               uint64
 	round                                              time.Duration
-	compat                                             bool
+	compat, reallocate                                 bool
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
@@ -49,6 +49,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
 	fs.StringVar(&f.dump, "dump-instances", "", "write every market instance the shockwave policy solves into `DIR` (read them with shockwave solve)")
 	fs.BoolVar(&f.compat, "compat", false, "reproduce the original simulator's bugs (README: compatibility mode)")
+	fs.BoolVar(&f.reallocate, "reallocate-on-change", false, "Gavel-round baselines re-allocate as soon as jobs arrive or leave while GPUs are idle (a live coordinator's default; off here, like the original)")
 	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
 	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
 	if err := parseFlags(fs, args); err != nil {
@@ -144,6 +145,7 @@ func (f *simFlags) load() (sim.Config, error) {
 	}
 	sw.Info = f.info
 	cfg.Options.Config = sw
+	cfg.Options.ReallocateOnChange = f.reallocate
 	if err := sim.CheckWorkload(jobs, thr); err != nil {
 		return cfg, usageError{err}
 	}
