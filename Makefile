@@ -4,9 +4,13 @@ GO ?= go
 .PHONY: test check build lib wheel test-python bench fuzz-short results clean
 
 # Every test: formatting, vet, the whole Go suite, then the Python bindings'
-# suite (which builds libshockwave.so and the shockwave binary first).
+# suite (which builds libshockwave.so and the shockwave binary first). The Go
+# suite runs as `go test -json` through internal/testsummary, which prints
+# what a plain `go test ./...` prints plus a line counting the tests skipped
+# for lack of ../shared data; the exit status is go test's.
 test: check
-	$(GO) test ./...
+	@{ $(GO) test -json ./...; echo $$? > .go-test-status; } | $(GO) run ./internal/testsummary; \
+	status=$$(cat .go-test-status); rm -f .go-test-status; exit $$status
 	$(MAKE) test-python
 
 check:
