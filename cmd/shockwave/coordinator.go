@@ -54,7 +54,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (JSON, e.g. the original's Shockwave config)")
 	fs.StringVar(&f.info, "info", "", "what Shockwave's forecasts may read: `online` (events only; the default) or profile (each job's declared schedule); overrides the config's info key")
 	fs.BoolVar(&f.reallocate, "reallocate-on-change", true, "Gavel-round baselines (gavel, themis, allox, mst, ossp): re-allocate as soon as jobs arrive or leave while GPUs are idle, not at most every 1,000 s as in the original")
-	fs.StringVar(&f.http, "http", "", "serve /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off)")
+	fs.StringVar(&f.http, "http", "", "serve the live web view (/), /api/state, /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off; no authentication)")
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", 0, "added to a lease's end to form its expiry (default a quarter round)")
@@ -273,6 +273,6 @@ func serveHTTP(addr string, h http.Handler, log *zerolog.Logger) (*http.Server, 
 			log.Error().Err(err).Msg("http server")
 		}
 	}()
-	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics and /healthz")
+	log.Info().Str("addr", ln.Addr().String()).Str("web_view", "http://"+ln.Addr().String()+"/").Msg("serving the web view, /api/state, /metrics and /healthz")
 	return srv, nil
 }
