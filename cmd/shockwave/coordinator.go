@@ -99,6 +99,9 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 		return usageError{err}
 	}
 	if f.http != "" {
+		if !coordinator.IsLoopback(f.http) {
+			log.Warn().Str("http", f.http).Msg("the web view, /api/state and /metrics are read-only but unauthenticated: anyone who reaches this address sees job names, models and the plan")
+		}
 		srv, err := serveHTTP(f.http, coordinator.Handler(reg, svc), &log)
 		if err != nil {
 			return err
