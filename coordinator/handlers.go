@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
@@ -119,7 +120,11 @@ func (s *Service) answerStatus(req statusRequest) {
 		rep.Plan = c.LastPlan()
 	}
 	if req.web != nil {
-		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds)}
+		st := WebState{Status: rep, Nodes: []topology.Node{}, Rounds: slices.Clone(s.web.rounds)}
+		if c := s.fold.core; c != nil {
+			st.Nodes = c.Nodes()
+		}
+		req.web <- st
 		return
 	}
 	go s.respond(req.msg, rep)

@@ -19,19 +19,22 @@ import (
 
 	"github.com/shockwave-sched/shockwave/internal/headless"
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // hostileModel is a model name a job may send; the page must show it as
 // text and never run it.
 const hostileModel = `<img src=x onerror="document.title='pwned'">`
 
-// webCluster is a live coordinator (Shockwave on 2 GPUs, 0.5 s rounds) with
+// webCluster is a live coordinator (Shockwave on two nodes of one GPU each,
+// 0.5 s rounds) with
 // three jobs that report progress, and its HTTP handler.
 func webCluster(t *testing.T) (*env, *httptest.Server) {
 	t.Helper()
 	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) {
 		s.Policy = "shockwave"
 		s.Core.RoundSeconds = 0.5
+		s.Core.Cluster = topology.Cluster{Nodes: []topology.Node{{Name: "gpu-a", GPUs: 1, Type: "v100"}, {Name: "gpu-b", GPUs: 1, Type: "a100"}}}
 	})
 	nc := e.client()
 	jobs := []protocol.Register{newJob("resnet-a", 1), newJob("bert-b", 1), newJob("evil-c", 1)}
@@ -103,10 +106,13 @@ func TestWeb_StateHasTheJobTablePlanAndTheRoundsSinceStart(t *testing.T) {
 	if len(st.Status.Jobs) != 3 || st.Status.GPUs != 2 || st.Status.Policy != "shockwave" {
 		t.Errorf("status %+v", st.Status)
 	}
+	if len(st.Nodes) != 2 || st.Nodes[0].Name != "gpu-a" || st.Nodes[1].Type != "a100" {
+		t.Errorf("nodes %+v", st.Nodes)
+	}
 	last := st.Rounds[len(st.Rounds)-1]
 	for _, g := range last.Run {
-		if len(g.GPUs) == 0 {
-			t.Errorf("round %d grants %s no GPU", last.Round, g.Job)
+		if len(g.GPUs) == 0 || len(g.Devices) != 1 || !strings.HasPrefix(g.Devices[0].Node, "gpu-") {
+			t.Errorf("round %d grants %s GPUs %v on %+v", last.Round, g.Job, g.GPUs, g.Devices)
 		}
 	}
 	for i := 1; i < len(st.Rounds); i++ {
@@ -213,7 +219,8 @@ func TestWebView_RendersTheJobsOfARunningCoordinatorAndUpdatesAfterARound(t *tes
 	rendered := `document.querySelectorAll('#jobs tbody tr[data-job]').length === 3 &&
 		document.querySelectorAll('#cluster .device.busy').length === 2 &&
 		document.querySelectorAll('#timeline rect.ran').length > 0 &&
-		document.querySelectorAll('#plan tbody tr').length === 3`
+		document.querySelectorAll('#plan tbody tr').length === 3 &&
+		[...document.querySelectorAll('#cluster .node')].map(n => n.dataset.node).join() === 'gpu-a,gpu-b'`
 	if err := b.WaitFor(ctx, rendered); err != nil {
 		t.Fatal(err)
 	}

@@ -60,12 +60,12 @@ function replaceRows(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
 
-// The cluster's devices grouped by node: the status reply's nodes when it
-// has them, else one group of GPU ids 0..gpus-1.
-function nodesOf(st) {
-  if (Array.isArray(st.nodes) && st.nodes.length > 0) {
+// The cluster's devices grouped by node (nodes in GPU id order, each
+// holding the next n.gpus ids), else one group of GPU ids 0..gpus-1.
+function nodesOf(st, nodes) {
+  if (Array.isArray(nodes) && nodes.length > 0) {
     let next = 0;
-    return st.nodes.map((n) => {
+    return nodes.map((n) => {
       const count = Array.isArray(n.devices) ? n.devices.length : (n.gpus || 0);
       const first = Number.isInteger(n.first) ? n.first : next;
       next = first + count;
@@ -76,13 +76,26 @@ function nodesOf(st) {
   return [{ name: "cluster", type: "", ids: Array.from({ length: st.gpus || 0 }, (_, i) => i) }];
 }
 
-function drawCluster(st) {
-  const holder = new Map();
-  for (const j of st.jobs || []) for (const g of j.gpus || []) holder.set(g, j.job);
+// Who holds each device: by node and local index from the current round's
+// leases when they name devices, else by cluster-wide GPU id.
+function holders(state) {
+  const byId = new Map(), byDevice = new Map();
+  for (const j of state.status.jobs || []) for (const g of j.gpus || []) byId.set(g, j.job);
+  const rounds = state.rounds || [];
+  const last = rounds[rounds.length - 1];
+  if (last && last.round === state.status.round - 1) {
+    for (const g of last.run) for (const d of g.devices || []) for (const k of d.devices) byDevice.set(`${d.node}/${k}`, g.job);
+  }
+  return (node, local, id) => byDevice.get(`${node}/${local}`) || (byDevice.size === 0 ? byId.get(id) : undefined);
+}
+
+function drawCluster(state) {
+  const st = state.status;
+  const holder = holders(state);
   const box = document.getElementById("cluster");
-  const nodes = nodesOf(st).map((n) => {
+  const nodes = nodesOf(st, st.nodes || state.nodes).map((n) => {
     const devs = n.ids.map((id, local) => {
-      const job = holder.get(id);
+      const job = holder(n.name, local, id);
       const d = el("div", { class: job ? "device busy" : "device idle", "data-gpu": id,
         title: `GPU ${id} (${n.name} device ${local})${job ? ": " + job : ": idle"}` },
         el("span", { class: "gpu" }, `${local}`), el("span", { class: "holder" }, job || "idle"));
@@ -90,7 +103,7 @@ function drawCluster(st) {
       return d;
     });
     return el("div", { class: "node", "data-node": n.name },
-      el("div", { class: "node-name" }, n.name + (n.type ? ` · ${n.type}` : ""), el("small", {}, ` ${n.ids.length} GPUs`)),
+      el("div", { class: "node-name" }, n.name + (n.type ? ` · ${n.type}` : ""), el("small", {}, ` ${n.ids.length} GPU${n.ids.length === 1 ? "" : "s"}`)),
       el("div", { class: "devices" }, ...devs));
   });
   box.replaceChildren(...nodes);
@@ -238,7 +251,7 @@ async function refresh() {
     const state = await res.json();
     const st = state.status;
     drawHeader(st);
-    drawCluster(st);
+    drawCluster(state);
     drawJobs(st);
     drawPlan(st);
     drawTimeline(state);
