@@ -219,6 +219,7 @@ func TestWebView_RendersTheJobsOfARunningCoordinatorAndUpdatesAfterARound(t *tes
 	rendered := `document.querySelectorAll('#jobs tbody tr[data-job]').length === 3 &&
 		document.querySelectorAll('#cluster .device.busy').length === 2 &&
 		document.querySelectorAll('#timeline rect.ran').length > 0 &&
+		document.querySelectorAll('#jobs svg.band rect.p1090').length === 3 &&
 		document.querySelectorAll('#plan tbody tr').length === 3 &&
 		[...document.querySelectorAll('#cluster .node')].map(n => n.dataset.node).join() === 'gpu-a,gpu-b'`
 	if err := b.WaitFor(ctx, rendered); err != nil {
