@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/protocol"
-	"github.com/shockwave-sched/shockwave/topology"
 )
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
@@ -118,13 +117,10 @@ func (s *Service) answerStatus(req statusRequest) {
 			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
 		rep.Plan = c.LastPlan()
+		rep.Nodes, rep.GPUs = c.NodeStatus(), c.GPUs()
 	}
 	if req.web != nil {
-		st := WebState{Status: rep, Nodes: []topology.Node{}, Rounds: slices.Clone(s.web.rounds)}
-		if c := s.fold.core; c != nil {
-			st.Nodes = c.Nodes()
-		}
-		req.web <- st
+		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds)}
 		return
 	}
 	go s.respond(req.msg, rep)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/shockwave-sched/shockwave/protocol"
-	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // The web view's page, script and style sheet, served from the binary. The
@@ -24,12 +23,11 @@ var webAssets embed.FS
 // MaxWebRounds is how many recent rounds the web view's timeline keeps.
 const MaxWebRounds = 240
 
-// WebState is what the web view polls (GET /api/state): the status reply,
-// the cluster's nodes (in GPU id order) and the rounds this coordinator
-// scheduled since it started, oldest first.
+// WebState is what the web view polls (GET /api/state): the status reply
+// (its nodes and each job's devices included) and the rounds this
+// coordinator scheduled since it started, oldest first.
 type WebState struct {
 	Status protocol.StatusReply `json:"status"`
-	Nodes  []topology.Node      `json:"nodes"`
 	Rounds []RoundSummary       `json:"rounds"`
 }
 

@@ -106,8 +106,8 @@ func TestWeb_StateHasTheJobTablePlanAndTheRoundsSinceStart(t *testing.T) {
 	if len(st.Status.Jobs) != 3 || st.Status.GPUs != 2 || st.Status.Policy != "shockwave" {
 		t.Errorf("status %+v", st.Status)
 	}
-	if len(st.Nodes) != 2 || st.Nodes[0].Name != "gpu-a" || st.Nodes[1].Type != "a100" {
-		t.Errorf("nodes %+v", st.Nodes)
+	if n := st.Status.Nodes; len(n) != 2 || n[0].Name != "gpu-a" || n[1].Type != "a100" {
+		t.Errorf("nodes %+v", n)
 	}
 	last := st.Rounds[len(st.Rounds)-1]
 	for _, g := range last.Run {

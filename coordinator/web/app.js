@@ -70,30 +70,27 @@ function nodesOf(st, nodes) {
       const first = Number.isInteger(n.first) ? n.first : next;
       next = first + count;
       const ids = Array.from({ length: count }, (_, i) => first + i);
-      return { name: n.name || "node", type: n.type || n.gpu_type || "", ids };
+      return { name: n.name || "node", type: n.type || "", ids, used: n.used };
     });
   }
   return [{ name: "cluster", type: "", ids: Array.from({ length: st.gpus || 0 }, (_, i) => i) }];
 }
 
-// Who holds each device: by node and local index from the current round's
-// leases when they name devices, else by cluster-wide GPU id.
-function holders(state) {
+// Who holds each device: by node and local index from the jobs' devices
+// when the reply names them, else by cluster-wide GPU id.
+function holders(st) {
   const byId = new Map(), byDevice = new Map();
-  for (const j of state.status.jobs || []) for (const g of j.gpus || []) byId.set(g, j.job);
-  const rounds = state.rounds || [];
-  const last = rounds[rounds.length - 1];
-  if (last && last.round === state.status.round - 1) {
-    for (const g of last.run) for (const d of g.devices || []) for (const k of d.devices) byDevice.set(`${d.node}/${k}`, g.job);
+  for (const j of st.jobs || []) {
+    for (const g of j.gpus || []) byId.set(g, j.job);
+    for (const d of j.devices || []) for (const k of d.devices || []) byDevice.set(`${d.node}/${k}`, j.job);
   }
-  return (node, local, id) => byDevice.get(`${node}/${local}`) || (byDevice.size === 0 ? byId.get(id) : undefined);
+  return (node, local, id) => (byDevice.size > 0 ? byDevice.get(`${node}/${local}`) : byId.get(id));
 }
 
-function drawCluster(state) {
-  const st = state.status;
-  const holder = holders(state);
+function drawCluster(st) {
+  const holder = holders(st);
   const box = document.getElementById("cluster");
-  const nodes = nodesOf(st, st.nodes || state.nodes).map((n) => {
+  const nodes = nodesOf(st, st.nodes).map((n) => {
     const devs = n.ids.map((id, local) => {
       const job = holder(n.name, local, id);
       const d = el("div", { class: job ? "device busy" : "device idle", "data-gpu": id,
@@ -103,7 +100,8 @@ function drawCluster(state) {
       return d;
     });
     return el("div", { class: "node", "data-node": n.name },
-      el("div", { class: "node-name" }, n.name + (n.type ? ` · ${n.type}` : ""), el("small", {}, ` ${n.ids.length} GPU${n.ids.length === 1 ? "" : "s"}`)),
+      el("div", { class: "node-name" }, n.name + (n.type ? ` · ${n.type}` : ""), el("small", {}, ` ${n.ids.length} GPU${n.ids.length === 1 ? "" : "s"}` +
+        (Number.isInteger(n.used) ? `, ${n.used} in use` : ""))),
       el("div", { class: "devices" }, ...devs));
   });
   box.replaceChildren(...nodes);
@@ -136,6 +134,14 @@ function bandChart(e, scale) {
   return el("span", { class: "forecast" }, s, label);
 }
 
+// A job's GPUs: node:local indices when the reply names devices.
+function gpusOf(j) {
+  if (Array.isArray(j.devices) && j.devices.length > 0) {
+    return j.devices.map((d) => `${d.node}:${(d.devices || []).join(",")}`).join(" ");
+  }
+  return (j.gpus || []).join(" ") || "–";
+}
+
 function drawJobs(st) {
   const explain = new Map();
   let scale = 1;
@@ -150,14 +156,14 @@ function drawJobs(st) {
     return el("tr", { "data-job": j.job, "data-state": j.state },
       el("td", {}, sw, j.job),
       el("td", {}, el("span", { class: `state ${j.state}` }, j.state)),
-      el("td", {}, j.model || "–"),
+      el("td", { class: "model", title: j.model || "" }, j.model || "–"),
       el("td", {}, progressBar(j.steps_done, j.total_steps)),
       el("td", { class: "num" }, j.epoch),
       el("td", { class: "num" }, j.batch_size),
       el("td", { class: "num" }, j.throughput > 0 ? j.throughput.toPrecision(3) : "–"),
       el("td", {}, bandChart(e, scale)),
       el("td", { class: "num" }, e && e.projected_rho > 0 ? e.projected_rho.toFixed(2) : "–"),
-      el("td", {}, (j.gpus || []).join(" ") || "–"));
+      el("td", {}, gpusOf(j)));
   });
   replaceRows(document.querySelector("#jobs tbody"), rows);
 }
@@ -251,7 +257,7 @@ async function refresh() {
     const state = await res.json();
     const st = state.status;
     drawHeader(st);
-    drawCluster(state);
+    drawCluster(st);
     drawJobs(st);
     drawPlan(st);
     drawTimeline(state);
