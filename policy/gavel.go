@@ -111,7 +111,7 @@ func (g *GavelRound) Allocate(s *Snapshot) (*Plan, error) {
 			return nil, err
 		}
 		plan = &Plan{Round: s.Round, Solved: true,
-			Note: "re-allocated on change: jobs arrived or left and GPUs would have stayed idle"}
+			Note: "re-allocated on change: jobs or GPUs came or went and GPUs would have stayed idle"}
 		g.dispatch(s, plan)
 	}
 	return plan, nil
