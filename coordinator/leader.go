@@ -184,7 +184,7 @@ func (l *leadership) tryAcquire(ctx context.Context) bool {
 		return false
 	}
 	if !v.Released {
-		l.log.Warn().Str("previous", v.Host).Uint64("previous_epoch", v.Epoch).Dur("silent_for", time.Since(l.seenAt)).
+		l.log.Warn().Str("previous", v.Host).Uint64("previous_epoch", v.Epoch).Float64("silent_for_s", time.Since(l.seenAt).Seconds()).
 			Msg("the leader stopped renewing its lease; taking over")
 	}
 	l.epoch, l.rev, l.renewed = epoch, rev, sent

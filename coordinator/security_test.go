@@ -250,7 +250,7 @@ func TestCreds_ARevokedJobIsDisconnectedAndCannotConnectAgain(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	r := e.client(nats.UserCredentials(path), nats.CustomInboxPrefix(e.subj.Inbox("R")), nats.NoReconnect(),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if rep := register(t, r, e.subj, newJob("R", 1)); rep.Error != nil {
 		t.Fatal(rep.Error)
 	}

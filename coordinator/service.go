@@ -95,6 +95,9 @@ func (c *ServiceConfig) validate() error {
 		return err
 	}
 	c.Policy = name
+	if !policy.UsesGavelRound(name) {
+		c.PolicyOptions.ReallocateOnChange = false // recorded only where it means something
+	}
 	if c.Logger == nil {
 		nop := zerolog.Nop()
 		c.Logger = &nop
@@ -134,6 +137,7 @@ type Service struct {
 	tickFired  time.Time // when the timer fired for it
 	tickWanted time.Time // when the next tick is due
 	deadline   time.Time // what the timer is set to
+	web        webLog    // recent rounds for the web view
 
 	// Leadership and writes (leader.go, writes.go).
 	nonce    string // random per process: the leader id and message-id prefix
@@ -157,6 +161,7 @@ type Service struct {
 type statusRequest struct {
 	msg *nats.Msg
 	req *protocol.StatusRequest
+	web chan<- WebState // set for the web view instead of msg
 }
 
 // NewService returns a service that will talk over nc. Run starts it.
@@ -254,9 +259,10 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 	}
 	if logged != nil {
 		if !sameRules(logged, &mine) {
-			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, re-allocate on change %v, policy config %s); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
-				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
+				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace,
+				logged.Reallocate, orNone(logged.PolicyConfig))
 		}
 		if !sameConfig(logged, &mine) {
 			s.log.Info().Str("log_cluster", logged.clusterString()).Msg("the cluster differs from the one the log started with; it is resized, if needed, once this coordinator leads")
@@ -387,7 +393,11 @@ func (s *Service) handle(r record) {
 	if !s.live {
 		s.verify(r)
 		if r.Seq >= s.catchUp && s.standby.CompareAndSwap(false, true) {
-			s.log.Info().Uint64("records", s.catchUp).Dur("took", time.Since(s.started)).Msg("log replayed")
+			ev := s.log.Debug()
+			if s.epoch == 0 {
+				ev = s.log.Info()
+			}
+			ev.Uint64("records", s.catchUp).Float64("took_s", time.Since(s.started).Seconds()).Msg("log replayed; standing by while another coordinator leads")
 		}
 		if o.kind == kindLeader && s.epoch != 0 && o.leader != nil && o.leader.Epoch == s.epoch && o.leader.ID == s.nonce {
 			s.goLive()
@@ -418,7 +428,7 @@ func (s *Service) goLive() {
 	s.live = true
 	took := time.Since(s.started)
 	s.m.replaySeconds.Set(took.Seconds())
-	s.log.Info().Uint64("records", s.fold.seq).Dur("took", took).Int("next_round", s.nextRound()).Uint64("epoch", s.epoch).Msg("leader: serving")
+	s.log.Info().Uint64("records", s.fold.seq).Float64("took_s", took.Seconds()).Int("next_round", s.nextRound()).Uint64("epoch", s.epoch).Msg("log replayed; serving")
 	s.subscribe(s.subj.Register(), s.onRegister)
 	s.resizeIfNeeded(s.runCtx)
 	now := time.Now()
