@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Caps on what one client can make the coordinator do.
@@ -23,6 +24,14 @@ const (
 
 	eventRate  = 200  // events per second per job, on average
 	eventBurst = 2000 // events per job at once
+
+	// Registrations (new or resumed) one client may send: registerBurst
+	// at once, registerRate per second on average. An SDK registers once
+	// per process and again after an outage.
+	registerRate  = 10
+	registerBurst = 64
+	// maxClients bounds the per-client bookkeeping; past it, it restarts.
+	maxClients = 100_000
 )
 
 func (c *ServiceConfig) validateLimits() error {
@@ -48,11 +57,17 @@ type admission struct {
 
 	mu        sync.Mutex
 	perClient map[string]int
+	rate      map[string]*budget // registrations, on the wall clock
 }
 
 // admit decides whether a registration of job from client may go to the
 // log; it returns the refusal reason and error, or "" and nil.
 func (s *Service) admitRegistration(client, job string) (string, error) {
+	if client != "" {
+		if err := s.admit.spendRegistration(client, time.Now()); err != nil {
+			return "client_rate", err
+		}
+	}
 	if _, ok := s.admit.known.Load(job); ok {
 		return "", nil
 	}
@@ -69,6 +84,28 @@ func (s *Service) admitRegistration(client, job string) (string, error) {
 	}
 	s.admit.perClient[client]++
 	return "", nil
+}
+
+// spendRegistration takes one registration from client's budget.
+func (a *admission) spendRegistration(client string, now time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rate == nil || len(a.rate) >= maxClients {
+		a.rate = map[string]*budget{}
+	}
+	t := float64(now.UnixNano()) / 1e9
+	b := a.rate[client]
+	if b == nil {
+		b = &budget{tokens: registerBurst, at: t}
+		a.rate[client] = b
+	}
+	b.tokens = min(registerBurst, b.tokens+(t-b.at)*registerRate)
+	b.at = t
+	if b.tokens < 1 {
+		return fmt.Errorf("coordinator: this client sent more than %d registrations at once (%d/s on average); retry later", registerBurst, registerRate)
+	}
+	b.tokens--
+	return nil
 }
 
 // budget is a job's token bucket of events.

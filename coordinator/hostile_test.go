@@ -350,3 +350,26 @@ func TestEvents_AnAbsurdSequenceNumberDoesNotWedgeTheJob(t *testing.T) {
 		t.Errorf("the 2^40 jump counted as out of order: %g", n)
 	}
 }
+
+func TestCaps_AClientFloodingRegistrationsIsRateLimited(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	nc := e.client()
+	if rep := register(t, nc, e.subj, newJob("r", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	refused := 0
+	for range 2 * registerBurst { // resumes of a known job: each would be a log record
+		if rep := register(t, nc, e.subj, newJob("r", 1)); rep.Error != nil && strings.Contains(rep.Error.Message, "retry later") {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("%d registrations in a burst were all admitted", 2*registerBurst)
+	}
+	if n := counterValue(t, e.reg, "shockwave_registrations_total", "result", "rejected_client_rate"); n != float64(refused) {
+		t.Errorf("refusals counted %g, seen %d", n, refused)
+	}
+	if rep := register(t, e.client(), e.subj, newJob("r", 1)); rep.Error != nil {
+		t.Errorf("another client: %v", rep.Error)
+	}
+}
