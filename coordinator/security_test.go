@@ -139,7 +139,9 @@ func TestCreds_AJobCannotPublishALeaseOrALogRecord(t *testing.T) {
 	b, _ := jobClient(t, e, "B")
 	own := watchLeasesQuiet(b, e.subj.Lease("B"))
 	fake, _ := json.Marshal(protocol.Lease{V: 1, Job: "B", Action: protocol.Exit, Start: 1, Expiry: 2})
-	for _, subject := range []string{e.subj.Lease("B"), e.subj.Lease("A"), e.subj.Prefix + ".log.tick", e.subj.Status()} {
+	stream, bucket := streamNames(e.subj.Prefix)
+	for _, subject := range []string{e.subj.Lease("B"), e.subj.Lease("A"), e.subj.Prefix + ".log.tick", e.subj.Status(),
+		e.subj.Prefix + ".log.leader", "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.DELETE.KV_" + bucket} {
 		if err := a.Publish(subject, fake); err != nil {
 			t.Fatal(err)
 		}
