@@ -79,6 +79,9 @@ func (s *Service) admitRegistration(client, job string) (string, error) {
 	}
 	s.admit.mu.Lock()
 	defer s.admit.mu.Unlock()
+	if len(s.admit.perClient) >= maxClients {
+		clear(s.admit.perClient)
+	}
 	if n := s.admit.perClient[client]; n >= s.cfg.MaxJobsPerClient {
 		return "client_cap", fmt.Errorf("coordinator: this client registered %d new jobs, the cap (--max-jobs-per-client) is %d", n, s.cfg.MaxJobsPerClient)
 	}
