@@ -157,6 +157,9 @@ func TestFailover_KillNineOfTheLeaderWhileJobsTrainLosesNoJob(t *testing.T) {
 	d, stop := startJobs(t, jobs, subj, ids, 1)
 	defer stop()
 	eventually(t, 10*time.Second, "leases of several rounds", func() bool { return len(d.seen()) >= 20 })
+	if n := statusAnswers(t, c.admin, subj); n != 1 { // in the coordinators' account: every reply arrives
+		t.Errorf("%d coordinators answer status; only the leader may", n)
+	}
 	once := map[string]bool{}
 	for _, l := range d.seen() {
 		k := fmt.Sprintf("%s/%d/%s", l.Job, l.Round, l.Action)
@@ -295,5 +298,26 @@ func TestEmbedded_TwoCoordinatorProcessesOnOneDataDir(t *testing.T) {
 	}
 	if err := first.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the first coordinator died: %v", err)
+	}
+}
+
+// statusAnswers counts the replies to one status request.
+func statusAnswers(t *testing.T, nc *nats.Conn, subj protocol.Subjects) int {
+	t.Helper()
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(subj.Status(), inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		if _, err := sub.NextMsg(500 * time.Millisecond); err != nil {
+			return n
+		}
+		n++
 	}
 }
