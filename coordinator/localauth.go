@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -48,6 +50,12 @@ type localAuth struct {
 	jobs        *server.Account
 	jobPerms    *server.Permissions
 	adminPerms  *server.Permissions
+	// linked is closed once the JOBS account's imports exist: until then
+	// a job's publications would reach no one (an SDK reconnecting right
+	// after a restart would lose its buffered events), so Check waits.
+	linked   chan struct{}
+	linkOnce sync.Once
+	linkOK   bool // written before linked is closed
 }
 
 // loadSecret reads a secret from dir/name, creating it when missing.
@@ -79,7 +87,7 @@ func loadSecret(dir, name string) ([]byte, error) {
 // setupLocalAuth configures opts for none or token mode.
 func setupLocalAuth(opts *server.Options, cfg EmbeddedConfig, subj protocol.Subjects) (*localAuth, error) {
 	dir := filepath.Join(cfg.DataDir, "auth")
-	a := &localAuth{mode: cfg.Auth}
+	a := &localAuth{mode: cfg.Auth, linked: make(chan struct{})}
 	if a.mode == "" {
 		a.mode = AuthNone
 	}
@@ -124,6 +132,14 @@ func localJobPermissions(subj protocol.Subjects, status bool) *server.Permission
 
 // Check implements server.Authentication.
 func (a *localAuth) Check(c server.ClientAuthentication) bool {
+	select {
+	case <-a.linked:
+	case <-time.After(10 * time.Second):
+		return false
+	}
+	if !a.linkOK {
+		return false
+	}
 	tok := []byte(c.GetOpts().Token)
 	switch {
 	case subtle.ConstantTimeCompare(tok, a.coordSecret) == 1:
@@ -139,9 +155,14 @@ func (a *localAuth) Check(c server.ClientAuthentication) bool {
 	return true
 }
 
+// release lets waiting clients through (after link, or when it failed:
+// the server then shuts down).
+func (a *localAuth) release() { a.linkOnce.Do(func() { close(a.linked) }) }
+
 // link exports the coordinator's subjects to the JOBS account once the
 // server runs, and enables JetStream for the coordinator's account only.
 func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
+	defer a.release()
 	g := s.GlobalAccount()
 	if !g.JetStreamEnabled() {
 		if err := g.EnableJetStream(nil, nil); err != nil {
@@ -175,6 +196,6 @@ func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
 	if err := jobs.AddStreamImport(g, subj.AllLeases(), ""); err != nil {
 		return fmt.Errorf("coordinator: import leases: %w", err)
 	}
-	a.jobs = jobs
+	a.jobs, a.linkOK = jobs, true
 	return nil
 }
