@@ -94,6 +94,7 @@ type Core struct {
 	life    liveness
 
 	nodes   []topology.Node // current membership, topology order
+	nodeAt  map[string]int  // node name → position in nodes
 	total   int             // GPUs of nodes
 	dynamic bool            // membership changes (nodes.go)
 }
@@ -108,6 +109,7 @@ func NewCore(cfg Config, p policy.Policy) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, pol: p, jobs: map[string]*job{}, dynamic: cfg.Dynamic}
 	c.nodes = slices.Clone(cfg.Cluster.Nodes)
+	c.indexNodes()
 	c.total = cfg.Cluster.GPUs()
 	return c, nil
 }
