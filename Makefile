@@ -1,12 +1,16 @@
 # The README's commands. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test check build lib test-python bench fuzz-short results results-nodes clean
+.PHONY: test check build lib wheel test-python bench fuzz-short results results-nodes clean
 
 # Every test: formatting, vet, the whole Go suite, then the Python bindings'
-# suite (which builds libshockwave.so and the shockwave binary first).
+# suite (which builds libshockwave.so and the shockwave binary first). The Go
+# suite runs as `go test -json` through internal/testsummary, which prints
+# what a plain `go test ./...` prints plus a line counting the tests skipped
+# for lack of ../shared data; the exit status is go test's.
 test: check
-	$(GO) test ./...
+	@{ $(GO) test -json ./...; echo $$? > .go-test-status; } | $(GO) run ./internal/testsummary; \
+	status=$$(cat .go-test-status); rm -f .go-test-status; exit $$status
 	$(MAKE) test-python
 
 check:
@@ -21,6 +25,12 @@ build:
 # package and other C callers; the interface is bindings/shockwave.h.
 lib:
 	$(GO) build -buildmode=c-shared -o bindings/libshockwave.so ./bindings
+
+# The Python package as a platform wheel with libshockwave.so inside:
+# dist/shockwave-<version>-py3-none-<platform>.whl, built offline by the
+# package's own stdlib-only backend (bindings/python/shockwave_build.py).
+wheel: lib
+	$(PYTHON) bindings/python/shockwave_build.py --library bindings/libshockwave.so --out dist
 
 # The Python package's tests (stdlib unittest) against a real coordinator,
 # the PyTorch example's end-to-end run included (skipped without torch).
@@ -46,7 +56,7 @@ fuzz-short:
 	done
 
 clean:
-	rm -rf bin bindings/libshockwave.so bindings/libshockwave.h
+	rm -rf bin dist bindings/libshockwave.so bindings/libshockwave.h
 
 # The four experiments of the README's results section: every policy, with
 # Shockwave in profile mode like the original, then Shockwave online with its

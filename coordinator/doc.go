@@ -7,7 +7,7 @@
 // locks: one goroutine owns it. The simulator drives Core on a virtual clock
 // with exactly the events a job's SDK sends; the service drives it from NATS.
 //
-// A round (spec §3.3, DESIGN.md "Data flow"): events since the previous tick
+// A round (spec §3.3): events since the previous tick
 // update each job's progress, batch size and throughput and are passed to the
 // policy; at the tick, leases that produced no progress count as failures,
 // registrations are admitted, the policy allocates, gangs are placed on
