@@ -75,3 +75,50 @@ func TestService_RefusesALogWrittenForAnotherCluster(t *testing.T) {
 		t.Fatalf("run on another cluster's log: %v", err)
 	}
 }
+
+// TestService_ResidentRegistrationsAreCheckedAgainstTheNodes: on a static
+// cluster, a registration resident on a node the cluster lacks, or wider
+// than its node or its visible devices, is rejected with a reply naming the
+// problem and leaves no job; one on an existing node runs there only.
+func TestService_ResidentRegistrationsAreCheckedAgainstTheNodes(t *testing.T) {
+	e := newEnv(t, 0, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Core.Cluster = topology.Uniform(2, 2) })
+	nc := e.client()
+	bad := []struct {
+		node    string
+		workers int
+		visible []int
+		want    string
+	}{
+		{"node-9", 1, nil, "node not in the cluster"},
+		{"node-1", 3, nil, "its node node-1 has 2"},
+		{"node-1", 2, []int{1}, "it sees 1 on node node-1"},
+	}
+	for _, c := range bad {
+		r := newJob("r", c.workers)
+		r.Node, r.Visible = c.node, c.visible
+		rep := register(t, nc, e.subj, r)
+		if rep.Error == nil || rep.Error.Code != protocol.CodeRejected || !strings.Contains(rep.Error.Message, c.want) {
+			t.Errorf("%+v: reply %+v, want a rejection mentioning %q", c, rep.Error, c.want)
+		}
+	}
+	if st := status(t, nc, e.subj); len(st.Jobs) != 0 {
+		t.Fatalf("rejected registrations left jobs: %+v", st.Jobs)
+	}
+	r := newJob("r", 1)
+	r.Node, r.Visible = "node-1", []int{1}
+	leases := watchLeases(t, nc, e.subj.Lease("r"))
+	if rep := register(t, nc, e.subj, r); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	eventually(t, 10*time.Second, "a RUN lease", func() bool {
+		for _, l := range leases.all() {
+			if l.Action == protocol.Run {
+				if len(l.Devices) != 1 || l.Devices[0].Node != "node-1" || l.Devices[0].Devices[0] != 1 || l.Workers[0] != 3 {
+					t.Fatalf("lease %+v: want node-1 device 1 (GPU 3)", l)
+				}
+				return true
+			}
+		}
+		return false
+	})
+}
