@@ -2,10 +2,12 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
 )
@@ -121,4 +123,47 @@ func TestService_ResidentRegistrationsAreCheckedAgainstTheNodes(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestConfigRecord_CarriesTheCluster: the log's configuration record keeps
+// a static cluster (and the dynamic flag), a replay builds a Core on the same
+// nodes, and a flat pool records no cluster (logs written before nodes
+// existed read the same).
+func TestConfigRecord_CarriesTheCluster(t *testing.T) {
+	cl := topology.Cluster{Nodes: []topology.Node{{Name: "a", GPUs: 8, Type: "a100"}, {Name: "b", GPUs: 4}}}
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Cluster: cl, RoundSeconds: 60}, "a:8:a100,b:4"},
+		{Config{GPUs: 4, RoundSeconds: 60}, "1x4"},
+		{Config{Dynamic: true, RoundSeconds: 60}, ""},
+	} {
+		if err := c.cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := newConfigRecord(c.cfg, "gavel", policy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (rec.Cluster == nil) != (c.want != "a:8:a100,b:4") || rec.Dynamic != c.cfg.Dynamic {
+			t.Errorf("%s: record cluster %v, dynamic %v", c.want, rec.Cluster, rec.Dynamic)
+		}
+		data, _ := json.Marshal(rec)
+		back, err := decodeConfigRecord(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		core, err := back.core()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(core.Nodes()) > 0 {
+			got = topology.Cluster{Nodes: core.Nodes()}.String()
+		}
+		if got != c.want || core.Dynamic() != c.cfg.Dynamic || !sameConfig(back, &rec) {
+			t.Errorf("replayed core on %q (dynamic %v), want %q", got, core.Dynamic(), c.want)
+		}
+	}
 }
