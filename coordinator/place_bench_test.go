@@ -130,3 +130,19 @@ func BenchmarkTick_1024x8Nodes_8000Jobs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlaceAfterHalfTheNodesLeft_1024x8Nodes_8000Jobs: the worst
+// repair: a plan made for 1,024 nodes placed on the 512 left (dynamic
+// membership), so half the planned GPUs find no place and every placement
+// is tried.
+func BenchmarkPlaceAfterHalfTheNodesLeft_1024x8Nodes_8000Jobs(b *testing.B) {
+	nodes := topology.Uniform(1024, 8).Nodes
+	c, jobs, plan := benchRound(nodes, 8000, false)
+	left := nodes[:512]
+	p := &policy.Plan{Run: ids(plan)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		c.placeRun(newPlacer(left), plan, jobs, p)
+	}
+}
