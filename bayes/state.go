@@ -255,6 +255,16 @@ func (d *Detector) append(e *wire.Encoder) {
 	e.Int(d.t)
 	e.F64(d.changeProb)
 	for r := 0; r <= d.hi; r++ {
+		if d.w[r] == 0 {
+			// A cell without weight is never read (its posterior is left
+			// over from earlier observations): written as zeros, so that
+			// equal posteriors encode equally.
+			e.F64(0)
+			e.F64(0)
+			e.F64(0)
+			e.F64(0)
+			continue
+		}
 		e.F64(d.w[r])
 		e.F64(d.mu[r])
 		e.F64(d.beta[r])

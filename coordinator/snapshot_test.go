@@ -1,0 +1,191 @@
+package coordinator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// The bounded-restart claim: a fold restored from a snapshot taken at any
+// record — right after a tick, or mid-round with events after it — and
+// fed the rest of the log produces exactly what the uninterrupted fold
+// produces: byte-identical rounds (plans and leases), registration
+// answers, event outcomes, job table, and state.
+
+// snapshotPolicies is every registered policy, and Shockwave in both
+// information modes.
+func snapshotPolicies() []struct {
+	name string
+	opts policy.Options
+} {
+	var out []struct {
+		name string
+		opts policy.Options
+	}
+	for _, n := range policy.Names() {
+		out = append(out, struct {
+			name string
+			opts policy.Options
+		}{n, policy.Options{}})
+	}
+	return append(out, struct {
+		name string
+		opts policy.Options
+	}{"shockwave", policy.Options{Config: json.RawMessage(`{"info":"profile"}`)}})
+}
+
+// outcomeBytes is what a record's outcome shows the world.
+func outcomeBytes(o *outcome) []byte {
+	b, err := json.Marshal(struct {
+		Kind     string
+		Job      string
+		Answer   *protocol.RegisterReply
+		Accepted int
+		Rejected []string
+		Err      string
+		Round    *Round
+		Exits    []protocol.Lease
+	}{o.kind, o.job, o.answer, o.accepted, o.rejected, errString(o.err), o.round, o.exits})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestSnapshot_RestoredFoldMatchesTheUninterruptedOneForEveryPolicy(t *testing.T) {
+	for _, pc := range snapshotPolicies() {
+		name := pc.name
+		if pc.opts.Config != nil {
+			name += "-profile"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHistory(t, pc.name, pc.opts, 8, 42)
+			outs := make([][]byte, len(h.records)) // the configuration record came before onApply
+			snaps := map[int][]byte{} // record index → snapshot after it
+			ticks := 0
+			h.onApply = func(i int, r record, o *outcome) {
+				outs = append(outs, outcomeBytes(o))
+				if h.f.core == nil {
+					return
+				}
+				if o.kind == kindTick {
+					ticks++
+				}
+				// after a tick, and a few records into a round
+				if (o.kind == kindTick && ticks%5 == 2) || (ticks%5 == 3 && o.kind == kindEvents && i%4 == 0) {
+					data, err := h.f.encodeState()
+					if err != nil {
+						t.Fatalf("snapshot after record %d: %v", r.Seq, err)
+					}
+					snaps[i] = data
+				}
+			}
+			h.run(14, 32)
+			final, err := h.f.encodeState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snaps) < 6 {
+				t.Fatalf("only %d snapshots taken", len(snaps))
+			}
+			solved, ended := 0, 0
+			for i, data := range snaps {
+				s, err := DecodeStateSnapshot(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := s.restore(h.subj, protocol.DefaultMaxMessageBytes)
+				if err != nil {
+					t.Fatalf("restore of the snapshot after record %d: %v", i+1, err)
+				}
+				if again, _ := f.encodeState(); !bytes.Equal(again, data) {
+					t.Fatalf("snapshot after record %d does not survive a restore byte for byte", i+1)
+				}
+				for k := i + 1; k < len(h.records); k++ {
+					o := f.apply(h.records[k])
+					if o.round != nil && o.round.Plan.Solved {
+						solved++
+					}
+					if o.round != nil {
+						ended += len(o.round.Ended)
+					}
+					if got := outcomeBytes(&o); !bytes.Equal(got, outs[k]) {
+						t.Fatalf("restored from the snapshot after record %d, record %d (%s) gives\n%s\nuninterrupted\n%s",
+							i+1, k+1, h.records[k].Subject, got, outs[k])
+					}
+				}
+				if got, _ := f.encodeState(); !bytes.Equal(got, final) {
+					t.Fatalf("restored from the snapshot after record %d, the final state differs", i+1)
+				}
+			}
+			if solved == 0 || ended == 0 {
+				t.Errorf("the history exercised too little: %d solved rounds, %d ended jobs after restores", solved, ended)
+			}
+			t.Logf("%d records, %d rounds, %d snapshots, final snapshot %d bytes", len(h.records), ticks, len(snaps), len(final))
+		})
+	}
+}
+
+func TestSnapshot_EveryPolicyCanSaveItsState(t *testing.T) {
+	for _, n := range policy.Names() {
+		p, err := policy.New(n, policy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.(policy.Stateful); !ok {
+			t.Errorf("policy %s does not implement policy.Stateful", n)
+		}
+	}
+}
+
+func TestSnapshot_DamagedSnapshotsAreRefusedWithTheReason(t *testing.T) {
+	h := newHistory(t, "shockwave", policy.Options{}, 8, 3)
+	h.run(6, 5)
+	data, err := h.f.encodeState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func(i int) []byte {
+		b := bytes.Clone(data)
+		b[i] ^= 0x20
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "shorter than"},
+		{"magic", flip(1), "bad magic"},
+		{"version", flip(8), "format version"},
+		{"flags", flip(13), "unknown flags"},
+		{"length", flip(33), "payload bytes"},
+		{"truncated", data[:len(data)-1], "payload bytes"},
+		{"payload bit", flip(len(data) - 10), "SHA-256 mismatch"},
+		{"digest bit", flip(50), "SHA-256 mismatch"},
+		{"sequence", flip(16), "SHA-256 mismatch"},
+	} {
+		_, err := DecodeStateSnapshot(c.data)
+		if !errors.Is(err, ErrSnapshotCorrupt) || !bytes.Contains([]byte(err.Error()), []byte(c.want)) {
+			t.Errorf("%s: got %v, want an ErrSnapshotCorrupt naming %q", c.name, err, c.want)
+		}
+	}
+	// A valid envelope around a payload that is not a state.
+	if _, _, err := RestoreStateSnapshot(sealSnapshot(3, 1, []byte("not a state")), protocol.DefaultPrefix); !errors.Is(err, ErrSnapshotCorrupt) {
+		t.Errorf("garbage payload: %v", err)
+	}
+	if _, _, err := RestoreStateSnapshot(data, protocol.DefaultPrefix); err != nil {
+		t.Errorf("the intact snapshot: %v", err)
+	}
+}
