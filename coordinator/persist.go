@@ -204,8 +204,13 @@ func openStorage(ctx context.Context, js jetstream.JetStream, subj protocol.Subj
 		Replicas:    cfg.Replicas,
 		MaxMsgSize:  int32(cfg.MaxMessageBytes + 4096), // room for headers; the decoders enforce the limit
 		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  2 * time.Minute,
+		// The log is compacted behind snapshots (recovery.go), never by
+		// age: a limit by age or size that discarded old records could
+		// drop records no snapshot covers yet. LogMaxBytes, when set,
+		// refuses new records instead (DiscardNew).
+		MaxBytes:   cfg.LogMaxBytes,
+		Discard:    jetstream.DiscardNew,
+		Duplicates: 2 * time.Minute,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: log stream %s: %w", name, err)

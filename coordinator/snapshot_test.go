@@ -72,7 +72,7 @@ func TestSnapshot_RestoredFoldMatchesTheUninterruptedOneForEveryPolicy(t *testin
 		t.Run(name, func(t *testing.T) {
 			h := newHistory(t, pc.name, pc.opts, 8, 42)
 			outs := make([][]byte, len(h.records)) // the configuration record came before onApply
-			snaps := map[int][]byte{} // record index → snapshot after it
+			snaps := map[int][]byte{}              // record index → snapshot after it
 			ticks := 0
 			h.onApply = func(i int, r record, o *outcome) {
 				outs = append(outs, outcomeBytes(o))
