@@ -280,6 +280,10 @@ func (s *Service) finishRecovery(ctx context.Context, st *storage, snaps *snapsh
 	}
 	s.log.Error().Uint64("snapshot_seq", ss.restored).Uint64("records_lost", ss.skipped).Int("rounds_rolled_back", rolled).
 		Strs("problems", ss.problems).Int("next_round", s.nextRound()).Msg(s.recovery)
+	// Records up to the log's end at start are folded or lost for good:
+	// the recovery snapshot covers them, so the compaction behind it
+	// removes the damage (new records come after that end).
+	s.fold.seq = max(s.fold.seq, s.catchUp)
 	for _, seq := range ss.drop {
 		if err := snaps.obj.Delete(ctx, snapshotName(seq)); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			s.log.Warn().Err(err).Uint64("seq", seq).Msg("recovery: cannot delete a damaged snapshot")
@@ -291,10 +295,18 @@ func (s *Service) finishRecovery(ctx context.Context, st *storage, snaps *snapsh
 	s.checkpoint(true)
 }
 
+// stateWrite is one snapshot for the writer. After a recovery the log is
+// compacted up to the snapshot itself, taking the damage with it: the
+// state before the recovery is gone anyway.
+type stateWrite struct {
+	data      []byte
+	recovered bool
+}
+
 // checkpoint hands the fold's state to the snapshot writer, every
 // SnapshotRounds rounds or when forced.
-func (s *Service) checkpoint(force bool) {
-	if s.fold.core == nil || (!force && s.fold.core.NextRound()%s.cfg.SnapshotRounds != 0) {
+func (s *Service) checkpoint(recovered bool) {
+	if s.fold.core == nil || (!recovered && s.fold.core.NextRound()%s.cfg.SnapshotRounds != 0) {
 		return
 	}
 	data, err := s.fold.encodeState()
@@ -303,14 +315,16 @@ func (s *Service) checkpoint(force bool) {
 		s.log.Error().Err(err).Msg("cannot snapshot the state")
 		return
 	}
+	w := stateWrite{data: data, recovered: recovered}
 	select {
-	case s.stateq <- data:
+	case s.stateq <- w:
 	default:
 		select {
-		case <-s.stateq: // the writer fell behind: the newer snapshot wins
+		case old := <-s.stateq: // the writer fell behind: the newer snapshot wins
+			w.recovered = w.recovered || old.recovered
 		default:
 		}
-		s.stateq <- data
+		s.stateq <- w
 	}
 }
 
@@ -320,8 +334,8 @@ func (s *Service) writeStates(ctx context.Context, st *storage, snaps *snapshotS
 		select {
 		case <-ctx.Done():
 			return
-		case data := <-s.stateq:
-			if err := s.storeState(ctx, st, snaps, data); err != nil && ctx.Err() == nil {
+		case w := <-s.stateq:
+			if err := s.storeState(ctx, st, snaps, w); err != nil && ctx.Err() == nil {
 				s.m.snapshotErrors.Inc()
 				s.log.Warn().Err(err).Msg("cannot store the state snapshot")
 			}
@@ -331,9 +345,10 @@ func (s *Service) writeStates(ctx context.Context, st *storage, snaps *snapshotS
 
 // storeState writes one snapshot, reads it back, keeps the two newest and
 // purges the log behind the older of them.
-func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotStore, data []byte) error {
+func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotStore, w stateWrite) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	data := w.data
 	head, err := DecodeStateSnapshot(data)
 	if err != nil {
 		return err
@@ -350,15 +365,19 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 	if err != nil {
 		return err
 	}
-	if len(seqs) < keepSnapshots {
+	keep := keepSnapshots
+	if w.recovered {
+		keep = 1
+	}
+	if len(seqs) < keep {
 		return nil
 	}
-	for _, seq := range seqs[keepSnapshots:] {
+	for _, seq := range seqs[keep:] {
 		if err := snaps.obj.Delete(ctx, snapshotName(seq)); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			return fmt.Errorf("deleting %s: %w", snapshotName(seq), err)
 		}
 	}
-	upTo := seqs[keepSnapshots-1]
+	upTo := seqs[keep-1]
 	if err := st.stream.Purge(ctx, jetstream.WithPurgeSequence(upTo+1)); err != nil {
 		return fmt.Errorf("compacting the log up to record %d: %w", upTo, err)
 	}

@@ -123,8 +123,8 @@ type Service struct {
 	in      chan record
 	statusq chan statusRequest
 	snapq   chan *Snapshot
-	stateq  chan []byte // encoded state snapshots for the writer (recovery.go)
-	ticked  chan error  // result of publishing a tick record
+	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
+	ticked  chan error      // result of publishing a tick record
 
 	// Owned by the loop.
 	live       bool
@@ -175,7 +175,7 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		in:        make(chan record, 4096),
 		statusq:   make(chan statusRequest, 64),
 		snapq:     make(chan *Snapshot, 1),
-		stateq:    make(chan []byte, 1),
+		stateq:    make(chan stateWrite, 1),
 		ticked:    make(chan error, 1),
 		tickRound: -1,
 	}, nil
