@@ -44,12 +44,23 @@ type synthJob struct {
 	silentFor  int
 }
 
+// historyConfig is the Core configuration of synthetic histories, with
+// defaults filled in as a service fills them.
+func historyConfig(gpus int) Config {
+	cfg := Config{GPUs: gpus, RoundSeconds: 60, JobTimeoutSeconds: 150, LeaseGraceSeconds: 15, ExpireLeases: true}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
 // newHistory starts a log for policy name (with its options) on gpus GPUs.
 func newHistory(t testing.TB, name string, opts policy.Options, gpus int, seed uint64) *history {
 	h := &history{t: t, subj: protocol.Subjects{Prefix: protocol.DefaultPrefix},
 		rng: rand.New(rand.NewPCG(seed, 11)), now: time.Unix(1_700_000_000, 0)}
 	h.f = newFold(h.subj, protocol.DefaultMaxMessageBytes)
-	rec, err := newConfigRecord(Config{GPUs: gpus, RoundSeconds: 60, JobTimeoutSeconds: 150, LeaseGraceSeconds: 15}, name, opts)
+	cfg := historyConfig(gpus)
+	rec, err := newConfigRecord(cfg, name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
