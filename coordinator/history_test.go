@@ -30,6 +30,12 @@ type history struct {
 	now     time.Time
 	jobs    []*synthJob
 	onApply func(i int, r record, o *outcome)
+	// resident, when set, is the node every fifth job's process lives on;
+	// members changes the cluster after the record of a given index
+	// (node agents joining and leaving: not log records, so a replay
+	// applies them at the same index).
+	resident string
+	members  map[int][]func(*Core) error
 }
 
 type synthJob struct {
@@ -56,10 +62,14 @@ func historyConfig(gpus int) Config {
 
 // newHistory starts a log for policy name (with its options) on gpus GPUs.
 func newHistory(t testing.TB, name string, opts policy.Options, gpus int, seed uint64) *history {
+	return newHistoryOn(t, name, opts, historyConfig(gpus), seed)
+}
+
+// newHistoryOn starts a log with the Core configuration cfg.
+func newHistoryOn(t testing.TB, name string, opts policy.Options, cfg Config, seed uint64) *history {
 	h := &history{t: t, subj: protocol.Subjects{Prefix: protocol.DefaultPrefix},
-		rng: rand.New(rand.NewPCG(seed, 11)), now: time.Unix(1_700_000_000, 0)}
+		rng: rand.New(rand.NewPCG(seed, 11)), now: time.Unix(1_700_000_000, 0), members: map[int][]func(*Core) error{}}
 	h.f = newFold(h.subj, protocol.DefaultMaxMessageBytes)
-	cfg := historyConfig(gpus)
 	rec, err := newConfigRecord(cfg, name, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +85,25 @@ func (h *history) append(subject string, hdr nats.Header, data []byte) outcome {
 	r := record{Seq: uint64(len(h.records) + 1), Time: h.now, Subject: subject, Header: hdr, Data: data}
 	h.records = append(h.records, r)
 	o := h.f.apply(r)
+	h.changeMembers(h.f.core, len(h.records)-1)
 	if h.onApply != nil {
 		h.onApply(len(h.records)-1, r, &o)
 	}
 	return o
+}
+
+// changeMembers applies the membership changes due after record i.
+func (h *history) changeMembers(c *Core, i int) {
+	for _, op := range h.members[i] {
+		if err := op(c); err != nil {
+			h.t.Fatalf("membership change after record %d: %v", i+1, err)
+		}
+	}
+}
+
+// at schedules a membership change after the next record.
+func (h *history) at(op func(*Core) error) {
+	h.members[len(h.records)] = append(h.members[len(h.records)], op)
 }
 
 var synthModels = []struct {
@@ -93,6 +118,9 @@ func (h *history) register(i int) {
 	reg := protocol.Register{V: protocol.Version, Job: fmt.Sprintf("job-%03d", i), Model: m.model, Mode: m.mode,
 		Workers: workers, BatchSize: 32, DatasetSize: 3200 + 320*(i%5), TotalSteps: int64(4000 + 700*(i%7)),
 		Throughput: m.thr, IsolatedSeconds: float64(4000+700*(i%7)) / m.thr}
+	if h.resident != "" && i%5 == 2 {
+		reg.Node = h.resident
+	}
 	j := &synthJob{reg: reg, total: reg.TotalSteps, batch: 32, silentFrom: -1}
 	if i%7 == 3 {
 		j.silentFrom, j.silentFor = 6+i%5, 4 // longer than the job timeout: lost, then back

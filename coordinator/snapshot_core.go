@@ -10,6 +10,7 @@ import (
 	"github.com/shockwave-sched/shockwave/internal/wire"
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // Core state serialization, the payload of a snapshot (snapshot.go): every
@@ -51,6 +52,14 @@ func (c *Core) appendState(e *wire.Encoder) error {
 	e.F64(c.life.lastTick)
 	e.Bool(c.life.ticked)
 	appendEnded(e, c.life.lost)
+	e.Len(len(c.nodes))
+	for _, n := range c.nodes {
+		e.Str(n.Name)
+		e.Int(n.GPUs)
+		e.Str(n.Type)
+	}
+	e.Int(c.total)
+	e.Bool(c.dynamic)
 	e.Str(c.pol.Name())
 	e.Blob(sp.MarshalState())
 	return nil
@@ -65,7 +74,7 @@ func (c *Core) loadState(d *wire.Decoder) error {
 	c.jobs = make(map[string]*job, n)
 	for range n {
 		j := &job{}
-		j.load(d, c.cfg.GPUs)
+		j.load(d)
 		if d.Err() != nil {
 			return d.Err()
 		}
@@ -86,9 +95,17 @@ func (c *Core) loadState(d *wire.Decoder) error {
 	c.ended = loadEnded(d)
 	c.life.lastTick, c.life.ticked = d.F64(), d.Bool()
 	c.life.lost = loadEnded(d)
+	c.nodes = make([]topology.Node, d.Len(24))
+	for i := range c.nodes {
+		c.nodes[i] = topology.Node{Name: d.Str(), GPUs: d.IntIn(0, math.MaxInt32), Type: d.Str()}
+	}
+	c.total, c.dynamic = d.IntIn(0, math.MaxInt32), d.Bool()
 	name, state := d.Str(), d.Blob()
 	if d.Err() != nil {
 		return d.Err()
+	}
+	if err := (topology.Cluster{Nodes: c.nodes}).Validate(); err != nil && len(c.nodes) > 0 {
+		return fmt.Errorf("coordinator: core state: %w", err)
 	}
 	if name != c.pol.Name() {
 		return fmt.Errorf("coordinator: core state of policy %s, this core runs %s", name, c.pol.Name())
@@ -141,6 +158,11 @@ func (j *job) append(e *wire.Encoder) {
 	e.F64(j.leaseElapsed)
 	e.Int(j.leaseBatch)
 	e.Ints(j.workers)
+	appendGrant(e, j.devices)
+	appendGrant(e, j.next)
+	e.Str(j.void)
+	e.Str(j.node)
+	e.Ints(j.visible)
 	id := j.ident
 	e.Str(id.model)
 	e.Str(id.mode)
@@ -153,11 +175,11 @@ func (j *job) append(e *wire.Encoder) {
 	e.Bool(j.readmit)
 }
 
-// load reads a job; gpus bounds its GPU ids.
-func (j *job) load(d *wire.Decoder, gpus int) {
+// load reads a job.
+func (j *job) load(d *wire.Decoder) {
 	v := &j.view
 	v.ID, v.Seq, v.Model, v.Mode = d.Str(), d.IntIn(0, math.MaxInt32), d.Str(), d.Str()
-	v.Workers, v.Priority = d.IntIn(1, gpus), d.F64()
+	v.Workers, v.Priority = d.IntIn(1, math.MaxInt32), d.F64()
 	v.SubmitTime, v.AdmitTime, v.AdmitRound = d.F64(), d.F64(), d.Int()
 	v.InitialBatchSize, v.BatchSize, v.DatasetSize = d.Int(), d.Int(), d.Int()
 	v.Throughput, v.StepsDone, v.TotalSteps, v.Epoch, v.RunTime = d.F64(), d.I64(), d.I64(), d.Int(), d.F64()
@@ -178,6 +200,8 @@ func (j *job) load(d *wire.Decoder, gpus int) {
 	j.lastSeq, j.failures, j.limit = d.U64(), d.Int(), d.F64()
 	j.leaseRound, j.leaseSteps, j.leaseElapsed, j.leaseBatch = d.Int(), d.I64(), d.F64(), d.Int()
 	j.workers = d.Ints()
+	j.devices, j.next = loadGrant(d), loadGrant(d)
+	j.void, j.node, j.visible = d.Str(), d.Str(), d.Ints()
 	id := &j.ident
 	id.model, id.mode, id.workers, id.batch, id.dataset = d.Str(), d.Str(), d.Int(), d.Int(), d.Int()
 	id.steps, id.isolatedSeconds = d.I64(), d.F64()
@@ -191,10 +215,36 @@ func (j *job) load(d *wire.Decoder, gpus int) {
 		d.Failf("coordinator: core state: job %s in unknown state %q", v.ID, j.state)
 	}
 	for _, w := range j.workers {
-		if w < 0 || w >= gpus {
-			d.Failf("coordinator: core state: job %s holds GPU %d of %d", v.ID, w, gpus)
+		if w < 0 {
+			d.Failf("coordinator: core state: job %s holds GPU %d", v.ID, w)
 		}
 	}
+}
+
+// appendGrant writes a per-node device grant, nil kept apart from empty.
+func appendGrant(e *wire.Encoder, g []protocol.NodeDevices) {
+	e.Bool(g != nil)
+	e.Len(len(g))
+	for _, nd := range g {
+		e.Str(nd.Node)
+		e.Ints(nd.Devices)
+	}
+}
+
+func loadGrant(d *wire.Decoder) []protocol.NodeDevices {
+	present := d.Bool()
+	n := d.Len(17)
+	var g []protocol.NodeDevices
+	if present {
+		g = make([]protocol.NodeDevices, 0, n)
+	}
+	for range n {
+		nd := protocol.NodeDevices{Node: d.Str(), Devices: d.Ints()}
+		if present {
+			g = append(g, nd)
+		}
+	}
+	return g
 }
 
 func appendIDs(e *wire.Encoder, js []*job) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // The bounded-restart claim: a fold restored from a snapshot taken at any
@@ -114,6 +115,7 @@ func TestSnapshot_RestoredFoldMatchesTheUninterruptedOneForEveryPolicy(t *testin
 				}
 				for k := i + 1; k < len(h.records); k++ {
 					o := f.apply(h.records[k])
+					h.changeMembers(f.core, k)
 					if o.round != nil && o.round.Plan.Solved {
 						solved++
 					}
@@ -187,5 +189,73 @@ func TestSnapshot_DamagedSnapshotsAreRefusedWithTheReason(t *testing.T) {
 	}
 	if _, _, err := RestoreStateSnapshot(data, protocol.DefaultPrefix); err != nil {
 		t.Errorf("the intact snapshot: %v", err)
+	}
+}
+
+// TestSnapshot_NodesAndMembershipSurviveARestore runs the same proof on a
+// cluster of typed nodes with resident jobs, where nodes leave and join
+// mid-run (Core.LeaveNode, Core.JoinNode), for Shockwave and Gavel.
+func TestSnapshot_NodesAndMembershipSurviveARestore(t *testing.T) {
+	for _, name := range []string{"shockwave", "gavel"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Cluster: topology.Cluster{Nodes: []topology.Node{{Name: "n0", GPUs: 4, Type: "v100"},
+				{Name: "n1", GPUs: 4, Type: "v100"}, {Name: "n2", GPUs: 2}}},
+				RoundSeconds: 60, JobTimeoutSeconds: 150, LeaseGraceSeconds: 15, ExpireLeases: true}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			h := newHistoryOn(t, name, policy.Options{}, cfg, 77)
+			h.resident = "n0"
+			outs := make([][]byte, len(h.records))
+			snaps := map[int][]byte{}
+			ticks := 0
+			h.onApply = func(i int, r record, o *outcome) {
+				outs = append(outs, outcomeBytes(o))
+				if o.kind == kindTick {
+					ticks++
+					switch ticks {
+					case 6:
+						h.at(func(c *Core) error { return c.LeaveNode("n1") })
+					case 11:
+						h.at(func(c *Core) error { return c.JoinNode(topology.Node{Name: "n1", GPUs: 4, Type: "v100"}) })
+					case 15:
+						h.at(func(c *Core) error { return c.JoinNode(topology.Node{Name: "n3", GPUs: 2, Type: "a100"}) })
+					}
+				}
+				if (o.kind == kindTick && ticks%3 == 1) || (o.kind == kindEvents && i%7 == 0) {
+					data, err := h.f.encodeState()
+					if err != nil {
+						t.Fatal(err)
+					}
+					snaps[i] = data
+				}
+			}
+			h.run(12, 24)
+			final, _ := h.f.encodeState()
+			for i, data := range snaps {
+				s, err := DecodeStateSnapshot(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := s.restore(h.subj, protocol.DefaultMaxMessageBytes)
+				if err != nil {
+					t.Fatalf("restore of the snapshot after record %d: %v", i+1, err)
+				}
+				for k := i + 1; k < len(h.records); k++ {
+					o := f.apply(h.records[k])
+					h.changeMembers(f.core, k)
+					if got := outcomeBytes(&o); !bytes.Equal(got, outs[k]) {
+						t.Fatalf("restored after record %d, record %d gives\n%s\nuninterrupted\n%s", i+1, k+1, got, outs[k])
+					}
+				}
+				if got, _ := f.encodeState(); !bytes.Equal(got, final) {
+					t.Fatalf("restored after record %d, the final state differs", i+1)
+				}
+			}
+			if nodes := h.f.core.Nodes(); len(nodes) != 4 {
+				t.Errorf("membership at the end: %+v", nodes)
+			}
+			t.Logf("%d records, %d snapshots restored", len(h.records), len(snaps))
+		})
 	}
 }

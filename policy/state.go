@@ -56,6 +56,7 @@ func (g *GavelRound) MarshalState() []byte {
 	e.F64(g.workerTime)
 	e.F64(g.lastReset)
 	e.Bool(g.update)
+	e.Int(g.gpus)
 	if a, ok := g.alloc.(allocatorState); ok {
 		a.appendState(&e)
 	}
@@ -67,7 +68,7 @@ func (g *GavelRound) UnmarshalState(b []byte) error {
 	d := wire.NewDecoder(b)
 	checkHeader(d, g.Name())
 	g.x, g.jobTime, g.deficit = loadFloatMap(d), loadFloatMap(d), loadFloatMap(d)
-	g.workerTime, g.lastReset, g.update = d.F64(), d.F64(), d.Bool()
+	g.workerTime, g.lastReset, g.update, g.gpus = d.F64(), d.F64(), d.Bool(), d.Int()
 	if a, ok := g.alloc.(allocatorState); ok {
 		a.loadState(d)
 	}
@@ -138,6 +139,8 @@ func (s *Shockwave) MarshalState() []byte {
 	e.Int(s.round)
 	e.Int(s.counter)
 	e.Bool(s.resolve)
+	e.Str(s.shape)
+	e.Str(s.capNote)
 	e.Bool(s.jobsMoved)
 	rounds := slices.Sorted(maps.Keys(s.plan))
 	e.Len(len(rounds))
@@ -179,7 +182,7 @@ func (s *Shockwave) UnmarshalState(b []byte) error {
 	}
 	s.order = d.Strs()
 	s.round, s.counter = d.Int(), d.Int()
-	s.resolve, s.jobsMoved = d.Bool(), d.Bool()
+	s.resolve, s.shape, s.capNote, s.jobsMoved = d.Bool(), d.Str(), d.Str(), d.Bool()
 	n = d.Len(17)
 	s.plan = make(map[int][]string, n)
 	for range n {
