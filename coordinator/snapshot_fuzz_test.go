@@ -16,7 +16,7 @@ import (
 func FuzzDecodeSnapshot(f *testing.F) {
 	for _, name := range []string{"shockwave", "gavel", "themis", "allox"} {
 		h := newHistory(f, name, policy.Options{}, 4, 9)
-		h.run(6, 6)
+		h.run(3, 4) // small seeds: the fuzzer mutates faster
 		data, err := h.f.encodeState()
 		if err != nil {
 			f.Fatal(err)
