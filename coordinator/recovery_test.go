@@ -236,3 +236,55 @@ func TestIntegrity_AnUnreadableNewestSnapshotRefusesAndRecoveryLosesNothing(t *t
 		t.Errorf("after the recovery: %d jobs at round %d, before %d jobs at round %d", len(got.Jobs), got.Round, len(want.Jobs), want.Round)
 	}
 }
+
+func TestCompaction_TheLogKeepsOnlyWhatTheOlderSnapshotDoesNotCover(t *testing.T) {
+	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy, s.SnapshotRounds = "shockwave", 2 })
+	nc := e.client(nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
+	_, stop := startJobs(t, nc, e.subj, []string{"a", "b"}, 1)
+	defer stop()
+	// A job that only sends garbage: every batch is stored and rejected.
+	for range 200 {
+		if err := nc.Publish(e.subj.Events("a"), []byte(`{"v":1,"job":"a","events":[{"type":"nonsense"}]}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, _ := jetstream.New(nc)
+	name, _ := streamNames(e.subj.Prefix)
+	ctx := context.Background()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(ctx, snapshotBucket(e.subj.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := &snapshotStore{obj: obj}
+	eventually(t, 20*time.Second, "the rejected records compacted away", func() bool {
+		info, err := st.Info(ctx)
+		if err != nil || info.State.FirstSeq < 300 {
+			return false
+		}
+		seqs, err := snaps.list(ctx)
+		if err != nil || len(seqs) < keepSnapshots {
+			return false
+		}
+		// Never ahead of the older kept snapshot (the writer may be
+		// between storing a snapshot and pruning the oldest).
+		if info.State.FirstSeq > seqs[keepSnapshots-1]+1 {
+			t.Fatalf("the log starts at %d, after the older snapshot %d: records no two snapshots cover were dropped",
+				info.State.FirstSeq, seqs[keepSnapshots-1])
+		}
+		return true
+	})
+	if _, err := st.GetMsg(ctx, 5); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("an early rejected record is still in the log: %v", err)
+	}
+	before := status(t, e.client(), e.subj)
+	e.close()
+	e.start()
+	after := status(t, e.client(), e.subj)
+	if len(after.Jobs) != len(before.Jobs) || after.Round < before.Round {
+		t.Errorf("after a restart on the compacted log: %d jobs at round %d, before %d at %d", len(after.Jobs), after.Round, len(before.Jobs), before.Round)
+	}
+}

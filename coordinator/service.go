@@ -207,6 +207,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.refused.Store(&msg)
 		return err
 	}
+	s.seq.Store(s.fold.seq)
 	if err := s.checkConfig(ctx, st); err != nil {
 		return err
 	}
