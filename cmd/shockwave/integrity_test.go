@@ -265,3 +265,12 @@ func damageBlock(t *testing.T, dir, how string) {
 		t.Fatal(err)
 	}
 }
+
+func TestCoordinator_BadDurabilityFlagsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"--snapshot-rounds", "0"}, {"--snapshot-rounds", "-3"}, {"--log-max-bytes", "-1"}} {
+		code, _, errOut := runCLI(append([]string{"coordinator", "--gpus", "2", "--data-dir", t.TempDir()}, args...)...)
+		if code != 2 || !strings.Contains(errOut, args[0]) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line naming the flag", args, code, errOut)
+		}
+	}
+}
