@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/shockwave-sched/shockwave/bayes"
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
@@ -258,4 +261,48 @@ func TestSnapshot_NodesAndMembershipSurviveARestore(t *testing.T) {
 			t.Logf("%d records, %d snapshots restored", len(h.records), len(snaps))
 		})
 	}
+}
+
+// TestSnapshot_EveryStateFieldIsSaved fails when a field is added to a
+// type whose state snapshots carry, so that whoever adds it also saves it
+// (snapshot_core.go, policy/state.go, bayes/state.go) and lists it here.
+func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
+	fc := reflect.TypeOf(bayes.Forecaster{})
+	fjob := fieldType(t, fc, "jobs").Elem().Elem()
+	sw := reflect.TypeOf(policy.Shockwave{})
+	for _, c := range []struct {
+		typ  reflect.Type
+		want string
+	}{
+		{reflect.TypeOf(Core{}), "cfg pol jobs pending active nextSeq round now plan ended life nodes total dynamic"},
+		{reflect.TypeOf(job{}), "view state lastSeq failures limit leaseRound leaseSteps leaseElapsed leaseBatch workers devices next void node visible ident lastHeard readmit"},
+		{reflect.TypeOf(liveness{}), "lastTick ticked lost"},
+		{reflect.TypeOf(policy.Job{}), "ID Seq Model Mode Workers Priority SubmitTime AdmitTime AdmitRound InitialBatchSize BatchSize DatasetSize Throughput StepsDone TotalSteps Epoch RunTime PlannedBatchSizes PlannedEpochSeconds IsolatedSeconds Measurements LastRun"},
+		{reflect.TypeOf(policy.GavelRound{}), "alloc MinResetSeconds ReallocateOnChange x jobTime deficit workerTime lastReset update gpus"},
+		{reflect.TypeOf(policy.Themis{}), "cum prevRem prevIso"},
+		{reflect.TypeOf(policy.AlloX{}), "Alpha prev"},
+		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs"},
+		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers planned pre dur dataset epoch submit modes alpha targets guessed"},
+		{fieldType(t, sw, "online").Elem(), "fc seen cache"},
+		{fc, "cfg jobs nodes thr ratio batch"},
+		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own nown thr"},
+		{reflect.TypeOf(bayes.Detector{}), "cfg logH log1H kappa alpha konst capShrink logCapShrink w mu beta logBeta nw nmu nbeta nlogBeta lp hi t changeProb"},
+	} {
+		var got []string
+		for i := range c.typ.NumField() {
+			got = append(got, c.typ.Field(i).Name)
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%s has fields\n  %s\nthe snapshot saves (or derives from the configuration)\n  %s\nsave the new state and update this list",
+				c.typ, strings.Join(got, " "), c.want)
+		}
+	}
+}
+
+func fieldType(t *testing.T, typ reflect.Type, name string) reflect.Type {
+	f, ok := typ.FieldByName(name)
+	if !ok {
+		t.Fatalf("%s has no field %s", typ, name)
+	}
+	return f.Type
 }
