@@ -299,7 +299,9 @@ func (s *Service) finishRecovery(ctx context.Context, st *storage, snaps *snapsh
 // compacted up to the snapshot itself, taking the damage with it: the
 // state before the recovery is gone anyway.
 type stateWrite struct {
-	data      []byte
+	payload   []byte // sealed by the writer
+	seq       uint64
+	round     int
 	recovered bool
 }
 
@@ -309,13 +311,13 @@ func (s *Service) checkpoint(recovered bool) {
 	if s.fold.core == nil || (!recovered && s.fold.core.NextRound()%s.cfg.SnapshotRounds != 0) {
 		return
 	}
-	data, err := s.fold.encodeState()
+	payload, err := s.fold.encodePayload()
 	if err != nil {
 		s.m.snapshotErrors.Inc()
 		s.log.Error().Err(err).Msg("cannot snapshot the state")
 		return
 	}
-	w := stateWrite{data: data, recovered: recovered}
+	w := stateWrite{payload: payload, seq: s.fold.seq, round: s.fold.core.NextRound(), recovered: recovered}
 	select {
 	case s.stateq <- w:
 	default:
@@ -348,11 +350,8 @@ func (s *Service) writeStates(ctx context.Context, st *storage, snaps *snapshotS
 func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotStore, w stateWrite) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	data := w.data
-	head, err := DecodeStateSnapshot(data)
-	if err != nil {
-		return err
-	}
+	data := sealSnapshot(w.seq, w.round, w.payload)
+	head := &StateSnapshot{Seq: w.seq}
 	if _, err := snaps.obj.PutBytes(ctx, snapshotName(head.Seq), data); err != nil {
 		return fmt.Errorf("writing %s: %w", snapshotName(head.Seq), err)
 	}

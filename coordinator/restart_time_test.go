@@ -196,3 +196,20 @@ type pubMsg struct{ Msg nats.Msg }
 func natsMsg(r record) *pubMsg {
 	return &pubMsg{Msg: nats.Msg{Subject: r.Subject, Header: r.Header, Data: r.Data}}
 }
+
+// BenchmarkSnapshot_EncodeAWeekOf2000Jobs measures what a snapshot costs
+// the loop: encoding the week's state (the writer seals and stores it).
+func BenchmarkSnapshot_EncodeAWeekOf2000Jobs(b *testing.B) {
+	h := newHistory(b, weekPolicy, policy.Options{}, weekGPUs, 5)
+	h.run(weekJobs, weekHistoryRd)
+	inflateToAWeek(h.f.core)
+	var size int
+	for b.Loop() {
+		data, err := h.f.encodePayload()
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(data)
+	}
+	b.ReportMetric(float64(size)/1e6, "MB")
+}

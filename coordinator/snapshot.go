@@ -57,8 +57,18 @@ type StateSnapshot struct {
 	payload []byte
 }
 
-// EncodeState writes the fold's state as a snapshot.
+// encodeState writes the fold's state as a snapshot.
 func (f *fold) encodeState() ([]byte, error) {
+	payload, err := f.encodePayload()
+	if err != nil {
+		return nil, err
+	}
+	return sealSnapshot(f.seq, f.core.NextRound(), payload), nil
+}
+
+// encodePayload writes the fold's state without the envelope: the part a
+// snapshot costs the loop (sealSnapshot, hashing it, runs in the writer).
+func (f *fold) encodePayload() ([]byte, error) {
 	if f.core == nil || f.cfg == nil {
 		return nil, errors.New("coordinator: nothing to snapshot before the configuration record")
 	}
@@ -83,7 +93,7 @@ func (f *fold) encodeState() ([]byte, error) {
 	if err := f.core.appendState(&e); err != nil {
 		return nil, err
 	}
-	return sealSnapshot(f.seq, f.core.NextRound(), e.Bytes()), nil
+	return e.Bytes(), nil
 }
 
 // sealSnapshot puts the envelope around a payload.
