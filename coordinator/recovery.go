@@ -148,27 +148,8 @@ type startState struct {
 func (s *Service) planStart(ctx context.Context, st *storage, snaps *snapshotStore) (*startState, error) {
 	ss := &startState{from: 1, hwRound: -1}
 	s.start = ss
-	seqs, err := snaps.list(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator: listing snapshots: %w", err)
-	}
-	for i, seq := range seqs {
-		ss.highWater = max(ss.highWater, seq)
-		snap, err := snaps.get(ctx, seq)
-		if err == nil {
-			ss.hwRound = max(ss.hwRound, snap.Round)
-			var f *fold
-			if f, err = snap.restore(s.subj, s.cfg.MaxMessageBytes); err == nil {
-				s.fold, ss.restored, ss.from = f, seq, seq+1
-				ss.drop = slices.Clone(seqs[:i]) // the damaged newer ones
-				break
-			}
-		}
-		ss.problems = append(ss.problems, err.Error())
-	}
-	if len(seqs) > 0 && ss.restored == 0 {
-		ss.problems = append(ss.problems, "no stored snapshot is readable")
-		ss.drop = seqs
+	if err := s.restoreNewest(ctx, snaps, ss); err != nil {
+		return nil, err
 	}
 	if sum, err := st.snapshot(ctx); err != nil {
 		ss.problems = append(ss.problems, fmt.Sprintf("round summary unreadable: %v", err))
@@ -235,6 +216,34 @@ func (s *Service) verifyDigest(seq uint64) {
 	}
 	s.start.problems = append(s.start.problems, problem)
 	s.log.Error().Uint64("seq", seq).Msg("recovery: " + problem)
+}
+
+// restoreNewest restores the newest snapshot that reads, checks and
+// restores into s.fold; newer ones that do not are problems.
+func (s *Service) restoreNewest(ctx context.Context, snaps *snapshotStore, ss *startState) error {
+	seqs, err := snaps.list(ctx)
+	if err != nil {
+		return fmt.Errorf("coordinator: listing snapshots: %w", err)
+	}
+	for i, seq := range seqs {
+		ss.highWater = max(ss.highWater, seq)
+		snap, err := snaps.get(ctx, seq)
+		if err == nil {
+			ss.hwRound = max(ss.hwRound, snap.Round)
+			var f *fold
+			if f, err = snap.restore(s.subj, s.cfg.MaxMessageBytes); err == nil {
+				s.fold, ss.restored, ss.from = f, seq, seq+1
+				ss.drop = slices.Clone(seqs[:i]) // the damaged newer ones
+				break
+			}
+		}
+		ss.problems = append(ss.problems, err.Error())
+	}
+	if len(seqs) > 0 && ss.restored == 0 {
+		ss.problems = append(ss.problems, "no stored snapshot is readable")
+		ss.drop = seqs
+	}
+	return nil
 }
 
 // checkRecord runs for each record replayed before going live: the log
