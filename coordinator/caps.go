@@ -2,9 +2,14 @@ package coordinator
 
 import (
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shockwave-sched/shockwave/internal/wire"
 )
 
 // Caps on what one client can make the coordinator do.
@@ -149,4 +154,37 @@ func countEvents(data []byte) int {
 		}
 	}
 	return max(n, 1)
+}
+
+// appendFences writes the fold's state that is not Core's: the log's leader
+// epoch and the event budgets, by job id (a snapshot restores them, so a
+// replay after it rejects exactly what the live fold rejected).
+func (f *fold) appendFences(e *wire.Encoder) {
+	e.U64(f.epoch)
+	jobs := slices.Sorted(maps.Keys(f.budgets))
+	e.Len(len(jobs))
+	for _, j := range jobs {
+		b := f.budgets[j]
+		e.Str(j)
+		e.F64(b.tokens)
+		e.F64(b.at)
+	}
+}
+
+// loadFences reads what appendFences wrote.
+func (f *fold) loadFences(d *wire.Decoder) {
+	f.epoch = d.U64()
+	n := d.Len(8 + 16)
+	for range n {
+		j := d.Str()
+		b := &budget{tokens: d.F64(), at: d.F64()}
+		if d.Err() != nil {
+			return
+		}
+		if b.tokens < 0 || b.tokens > eventBurst || math.IsNaN(b.at) {
+			d.Failf("event budget of %q out of range", j)
+			return
+		}
+		f.budgets[j] = b
+	}
 }

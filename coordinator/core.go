@@ -94,6 +94,7 @@ type Core struct {
 	life    liveness
 
 	nodes   []topology.Node // current membership, topology order
+	nodeAt  map[string]int  // node name → position in nodes
 	total   int             // GPUs of nodes
 	dynamic bool            // membership changes (nodes.go)
 }
@@ -108,6 +109,7 @@ func NewCore(cfg Config, p policy.Policy) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, pol: p, jobs: map[string]*job{}, dynamic: cfg.Dynamic}
 	c.nodes = slices.Clone(cfg.Cluster.Nodes)
+	c.indexNodes()
 	c.total = cfg.Cluster.GPUs()
 	return c, nil
 }
@@ -268,6 +270,7 @@ func (c *Core) end(j *job, s JobState, reason string) {
 	} else {
 		c.pol.Remove(j.view.ID)
 	}
+	j.view.Measurements = nil // read by nobody once the job ended: snapshots stay bounded by the live jobs
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 

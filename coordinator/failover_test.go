@@ -321,3 +321,46 @@ func statusAnswers(t *testing.T, nc *nats.Conn, subj protocol.Subjects) int {
 		n++
 	}
 }
+
+func TestEmbedded_ARestartAfterKillNineDoesNotWaitForTheDeadLeadersLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts coordinator processes")
+	}
+	dir, listen := t.TempDir(), freeAddr(t)
+	var logs lockedBuffer
+	child := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDurability_ChildCoordinator$")
+		cmd.Env = append(os.Environ(), "SHOCKWAVE_CHILD_DIR="+dir, "SHOCKWAVE_CHILD_LISTEN="+listen,
+			"SHOCKWAVE_CHILD_LEADER_TTL=60s")
+		cmd.Stderr, cmd.Stdout = &logs, &logs
+		holdStdin(t, cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	cmd := child()
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	nc := dialEventually(t, "nats://"+listen)
+	waitServing(t, nc, subj)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	start := time.Now()
+	child()
+	eventually(t, 30*time.Second, "the restarted coordinator serves", func() bool {
+		m, err := nc.Request(subj.Status(), nil, 200*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		st, err := protocol.DecodeStatusReply(m.Data, 64<<20)
+		return err == nil && st.Error == nil && !st.Recovering
+	})
+	took := time.Since(start)
+	t.Logf("serving %v after the restart (leader ttl 60 s)", took)
+	if took > 30*time.Second {
+		t.Errorf("the restart waited for the dead leader's lease: %v", took)
+	}
+}

@@ -49,6 +49,8 @@ type leaderValue struct {
 	Epoch    uint64 `json:"epoch"`
 	Released bool   `json:"released,omitempty"`
 	Host     string `json:"host,omitempty"` // informational: host name and pid
+	// Server is the id of the NATS server the holder was connected to.
+	Server string `json:"server,omitempty"`
 }
 
 // leaderRecord is the first record a new leader appends to the log.
@@ -81,6 +83,11 @@ type leadership struct {
 	ttl   time.Duration
 	log   zerolog.Logger
 	floor func() uint64 // the highest epoch the log has seen
+	// server is the id of the NATS server this coordinator is connected
+	// to; ownServer says it is an embedded single server this process
+	// started (ServiceConfig.OwnServer).
+	server    func() string
+	ownServer bool
 
 	epoch   uint64    // held epoch, 0 when standby
 	rev     uint64    // revision of the held key
@@ -102,11 +109,12 @@ func openLeadership(ctx context.Context, js jetstream.JetStream, subj protocol.S
 		return nil, fmt.Errorf("coordinator: leader bucket %s: %w", bucket, err)
 	}
 	host, _ := os.Hostname()
-	return &leadership{kv: kv, id: id, host: fmt.Sprintf("%s/%d", host, os.Getpid()), ttl: cfg.LeaderTTL, log: *cfg.Logger}, nil
+	return &leadership{kv: kv, id: id, host: fmt.Sprintf("%s/%d", host, os.Getpid()), ttl: cfg.LeaderTTL, log: *cfg.Logger,
+		server: func() string { return "" }, ownServer: cfg.OwnServer}, nil
 }
 
 func (l *leadership) value(epoch uint64, released bool) []byte {
-	data, _ := json.Marshal(leaderValue{V: protocol.Version, ID: l.id, Epoch: epoch, Released: released, Host: l.host})
+	data, _ := json.Marshal(leaderValue{V: protocol.Version, ID: l.id, Epoch: epoch, Released: released, Host: l.host, Server: l.server()})
 	return data
 }
 
@@ -174,7 +182,11 @@ func (l *leadership) tryAcquire(ctx context.Context) bool {
 		}
 		l.seenRev, l.seenAt, l.holder = e.Revision(), time.Now(), v
 	}
-	if !v.Released && time.Since(l.seenAt) < l.ttl {
+	// A holder that reached the log through another incarnation of our own
+	// embedded server died with it (this process holds the data
+	// directory's lock): no need to wait for its lease to run out.
+	stale := l.ownServer && v.Server != "" && v.Server != l.server()
+	if !v.Released && !stale && time.Since(l.seenAt) < l.ttl {
 		return false
 	}
 	epoch := max(v.Epoch, l.floor()) + 1
@@ -183,7 +195,7 @@ func (l *leadership) tryAcquire(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	if !v.Released {
+	if !v.Released && !stale {
 		l.log.Warn().Str("previous", v.Host).Uint64("previous_epoch", v.Epoch).Float64("silent_for_s", time.Since(l.seenAt).Seconds()).
 			Msg("the leader stopped renewing its lease; taking over")
 	}

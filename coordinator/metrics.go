@@ -32,6 +32,7 @@ type Metrics struct {
 	snapshotErrors prometheus.Counter
 	logWrites      *prometheus.CounterVec
 	deposed        prometheus.Counter
+	snapshotMetrics
 
 	labeled map[string]bool // jobs with per-job series
 }
@@ -67,6 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
 		m.logWrites, m.deposed)
+	m.snapshotMetrics = newSnapshotMetrics(reg)
 	return m
 }
 

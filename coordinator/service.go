@@ -43,12 +43,27 @@ type ServiceConfig struct {
 	// LeaderTTL is how long a standby waits for a silent leader before it
 	// takes over (default: two rounds, between 1 s and 5 s).
 	LeaderTTL time.Duration
+	// OwnServer says the connection goes to an embedded, unclustered NATS
+	// server this process started (and whose data directory it locked): a
+	// leader lease taken through an earlier incarnation of that server is
+	// stale, so a restart after a crash takes over at once.
+	OwnServer bool
 	// MaxJobs caps the jobs that are pending or active at once (default
 	// DefaultMaxJobs); MaxJobsPerClient caps the new jobs one client
 	// (connection, or user in creds mode) may register (default
 	// DefaultMaxJobsPerClient). Refusals are counted.
 	MaxJobs          int
 	MaxJobsPerClient int
+	// SnapshotRounds is how often the state is snapshotted and the log
+	// compacted, in rounds (default DefaultSnapshotRounds; recovery.go).
+	SnapshotRounds int
+	// Recover starts from the newest good snapshot when the log or the
+	// snapshots are damaged, discarding what was lost and saying so,
+	// instead of refusing to serve (the --recover-from-snapshot flag).
+	Recover bool
+	// LogMaxBytes, when positive, bounds the log stream: past it new
+	// records are refused (never old ones dropped); 0 means no limit.
+	LogMaxBytes int64
 	// Logger receives structured logs (nil: none).
 	Logger *zerolog.Logger
 	// Metrics receives the metrics (nil: a private registry).
@@ -76,6 +91,12 @@ func (c *ServiceConfig) validate() error {
 	}
 	if err := c.validateLimits(); err != nil {
 		return err
+	}
+	if c.SnapshotRounds == 0 {
+		c.SnapshotRounds = DefaultSnapshotRounds
+	}
+	if c.SnapshotRounds < 0 || c.LogMaxBytes < 0 {
+		return fmt.Errorf("coordinator: snapshot interval %d rounds or log limit %d bytes is negative", c.SnapshotRounds, c.LogMaxBytes)
 	}
 	if err := c.Core.Validate(); err != nil {
 		return err
@@ -126,7 +147,8 @@ type Service struct {
 	in      chan record
 	statusq chan statusRequest
 	snapq   chan *Snapshot
-	ticked  chan error // result of publishing a tick record
+	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
+	ticked  chan error      // result of publishing a tick record
 
 	// Owned by the loop.
 	live       bool
@@ -138,6 +160,15 @@ type Service struct {
 	tickWanted time.Time // when the next tick is due
 	deadline   time.Time // what the timer is set to
 	web        webLog    // recent rounds for the web view
+	start      *startState
+	fatal      error // an integrity failure found while replaying: Run returns it
+	store      *storage
+	snaps      *snapshotStore
+	runCtx     context.Context
+
+	refused  atomic.Pointer[string] // why the service refused to serve
+	recovery string                 // what a recovery lost (loop-owned)
+	recMsg   atomic.Pointer[string]
 
 	// Leadership and writes (leader.go, writes.go).
 	nonce    string // random per process: the leader id and message-id prefix
@@ -151,7 +182,6 @@ type Service struct {
 	failing  atomic.Bool   // the last coordinator write failed
 	standby  atomic.Bool
 	admit    admission
-	runCtx   context.Context // Run's context, for the loop's writes
 
 	ready  atomic.Bool
 	seq    atomic.Uint64
@@ -190,6 +220,7 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		in:        make(chan record, 4096),
 		statusq:   make(chan statusRequest, 64),
 		snapq:     make(chan *Snapshot, 1),
+		stateq:    make(chan stateWrite, 1),
 		ticked:    make(chan error, 1),
 		tickRound: -1,
 	}, nil
@@ -212,19 +243,32 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.lead, err = openLeadership(ctx, s.js, s.subj, &s.cfg, s.nonce); err != nil {
 		return err
 	}
-	s.lead.floor = s.logEpoch.Load
-	if err := s.checkConfig(ctx, st); err != nil {
+	s.lead.floor, s.lead.server = s.logEpoch.Load, s.nc.ConnectedServerId
+	snaps, err := openSnapshotStore(ctx, s.js, s.subj.Prefix, &s.cfg)
+	if err != nil {
 		return err
 	}
-	if s.expect, err = st.snapshot(ctx); err != nil {
-		s.log.Warn().Err(err).Msg("cannot read the stored snapshot; replaying without verification")
+	s.store, s.snaps, s.runCtx = st, snaps, ctx
+	s.started = time.Now()
+	ss, err := s.planStart(ctx, st, snaps)
+	if err != nil {
+		msg := err.Error()
+		s.refused.Store(&msg)
+		return err
+	}
+	s.seq.Store(s.fold.seq)
+	if err := s.checkConfig(ctx, st); err != nil {
+		return err
 	}
 	if s.catchUp, err = st.lastSeq(ctx); err != nil {
 		return err
 	}
-	s.started = time.Now()
-	s.log.Info().Str("stream", st.name).Uint64("records", s.catchUp).Msg("replaying the log")
-	cons, err := s.js.OrderedConsumer(ctx, st.name, jetstream.OrderedConsumerConfig{})
+	s.log.Info().Str("stream", st.name).Uint64("snapshot_seq", ss.restored).Uint64("from", ss.from).
+		Uint64("to", s.catchUp).Msg("restored the newest snapshot; replaying the log after it")
+	// Even with nothing to replay, the service goes live only once it leads
+	// and its leader record came back through the log (leader.go).
+	cons, err := s.js.OrderedConsumer(ctx, st.name, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: ss.from})
 	if err != nil {
 		return fmt.Errorf("coordinator: log consumer: %w", err)
 	}
@@ -238,8 +282,13 @@ func (s *Service) Run(ctx context.Context) error {
 	defer cc.Stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.writeSnapshots(ctx, st) })
+	wg.Go(func() { s.writeStates(ctx, st, snaps) })
 	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
 	err = s.loop(ctx)
+	if err != nil {
+		msg := err.Error()
+		s.refused.Store(&msg)
+	}
 	s.unsubscribe()
 	cancel()
 	wg.Wait()
@@ -256,6 +305,9 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 	logged, err := st.loggedConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("coordinator: reading the log's configuration: %w", err)
+	}
+	if logged == nil && s.fold.cfg != nil {
+		logged = s.fold.cfg // the log was compacted: the snapshot carries its configuration
 	}
 	if logged != nil {
 		if !sameRules(logged, &mine) {
@@ -316,6 +368,10 @@ func (s *Service) loop(ctx context.Context) error {
 			return nil
 		case r := <-s.in:
 			s.handle(r)
+			if s.fatal != nil {
+				s.log.Error().Err(s.fatal).Msg("refusing to serve")
+				return s.fatal
+			}
 		case req := <-s.statusq:
 			s.answerStatus(req)
 		case epoch := <-s.elected:
@@ -391,6 +447,7 @@ func (s *Service) handle(r record) {
 	}
 	s.observeFold(r, &o)
 	if !s.live {
+		s.checkRecord(r)
 		s.verify(r)
 		if r.Seq >= s.catchUp && s.standby.CompareAndSwap(false, true) {
 			ev := s.log.Debug()
@@ -399,7 +456,7 @@ func (s *Service) handle(r record) {
 			}
 			ev.Uint64("records", s.catchUp).Float64("took_s", time.Since(s.started).Seconds()).Msg("log replayed; standing by while another coordinator leads")
 		}
-		if o.kind == kindLeader && s.epoch != 0 && o.leader != nil && o.leader.Epoch == s.epoch && o.leader.ID == s.nonce {
+		if s.fatal == nil && o.kind == kindLeader && s.epoch != 0 && o.leader != nil && o.leader.Epoch == s.epoch && o.leader.ID == s.nonce {
 			s.goLive()
 		}
 		return
@@ -416,6 +473,9 @@ func (s *Service) handle(r record) {
 		s.publishLeases(o.exits)
 	case kindTick:
 		s.startRound(r, &o)
+		if o.round != nil {
+			s.checkpoint(false)
+		}
 	default:
 		if o.err != nil {
 			s.log.Warn().Err(o.err).Str("subject", r.Subject).Uint64("seq", r.Seq).Msg("log record ignored")
@@ -426,6 +486,11 @@ func (s *Service) handle(r record) {
 // goLive ends the replay: the state is now what the old coordinator had.
 func (s *Service) goLive() {
 	s.live = true
+	s.finishRecovery(s.runCtx, s.store, s.snaps)
+	if s.recovery != "" {
+		msg := s.recovery
+		s.recMsg.Store(&msg)
+	}
 	took := time.Since(s.started)
 	s.m.replaySeconds.Set(took.Seconds())
 	s.log.Info().Uint64("records", s.fold.seq).Float64("took_s", took.Seconds()).Int("next_round", s.nextRound()).Uint64("epoch", s.epoch).Msg("log replayed; serving")
@@ -454,14 +519,7 @@ func (s *Service) verify(r record) {
 	if s.expect == nil || r.Seq != s.expect.Seq || s.fold.core == nil {
 		return
 	}
-	got, _, _ := digest(s.fold.core)
-	if got != s.expect.Digest {
-		s.m.snapshotErrors.Inc()
-		s.log.Error().Uint64("seq", r.Seq).Str("snapshot", s.expect.Digest).Str("replayed", got).
-			Msg("the replayed state differs from the stored snapshot")
-		return
-	}
-	s.log.Info().Uint64("seq", r.Seq).Int("round", s.expect.Round).Msg("replay matches the stored snapshot")
+	s.verifyDigest(r.Seq)
 }
 
 // Health is the service's readiness, as /healthz reports it. A standby
@@ -476,6 +534,10 @@ type Health struct {
 	Epoch      uint64 `json:"epoch"`
 	LogSeq     uint64 `json:"log_seq"`
 	Rounds     int64  `json:"rounds"`
+	// Error says why the service refused to serve (a damaged log).
+	Error string `json:"error,omitempty"`
+	// Recovery says what a --recover-from-snapshot start lost.
+	Recovery string `json:"recovery,omitempty"`
 }
 
 // Health reports whether the service leads, replayed its log, is connected
@@ -485,6 +547,12 @@ func (s *Service) Health() Health {
 	h := Health{Replaying: !ready && !s.standby.Load(), Standby: !ready && s.standby.Load(), Connected: s.nc.IsConnected(),
 		LogFailing: s.failing.Load(), LogSeq: s.seq.Load(), Rounds: s.rounds.Load(), Epoch: s.logEpoch.Load()}
 	h.OK = ready && h.Connected && !h.LogFailing
+	if p := s.refused.Load(); p != nil {
+		h.Error, h.OK = *p, false
+	}
+	if p := s.recMsg.Load(); p != nil {
+		h.Recovery = *p
+	}
 	return h
 }
 

@@ -42,6 +42,28 @@ type coordFlags struct {
 	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient             int
 	round, jobTimeout, leaseGrace, leaderTTL                          time.Duration
 	reallocate                                                        bool
+	durability                                                        durabilityFlags
+}
+
+// durabilityFlags are the snapshot and recovery settings (docs/durability.md).
+type durabilityFlags struct {
+	recover        bool
+	snapshotRounds int
+	logMaxBytes    int64
+}
+
+func (d *durabilityFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&d.recover, "recover-from-snapshot", false, "start from the newest good snapshot when the log or the snapshots are damaged, discarding what was lost (logged); without it a damaged log stops the coordinator")
+	fs.IntVar(&d.snapshotRounds, "snapshot-rounds", coordinator.DefaultSnapshotRounds, "snapshot the state and compact the log every this many rounds")
+	fs.Int64Var(&d.logMaxBytes, "log-max-bytes", 0, "refuse new log records past this size (0: no limit; the log is compacted behind snapshots)")
+}
+
+func (d *durabilityFlags) apply(cfg *coordinator.ServiceConfig) error {
+	if d.snapshotRounds < 1 || d.logMaxBytes < 0 {
+		return badInput("--snapshot-rounds must be at least 1 and --log-max-bytes non-negative")
+	}
+	cfg.Recover, cfg.SnapshotRounds, cfg.LogMaxBytes = d.recover, d.snapshotRounds, d.logMaxBytes
+	return nil
 }
 
 func (f *coordFlags) register(fs *flag.FlagSet) {
@@ -74,6 +96,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 0, "a standby takes over after the leader was silent this long (default two rounds, between 1s and 5s)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.durability.register(fs)
 }
 
 func runCoordinator(args []string, _, stderr io.Writer) error {
@@ -99,6 +122,7 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer shutdown()
+	scfg.OwnServer = f.natsURL == "" // an embedded server, locked to this process
 	defer nc.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -186,6 +210,9 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		MaxJobs: f.maxJobs, MaxJobsPerClient: f.maxJobsPerClient, LeaderTTL: f.leaderTTL,
 		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
+	if err := f.durability.apply(&cfg); err != nil {
+		return cfg, "", err
+	}
 	cfg.PolicyOptions.ReallocateOnChange = f.reallocate && policy.UsesGavelRound(name)
 	if err := f.policyConfig(&cfg, name); err != nil {
 		return cfg, "", err
