@@ -424,7 +424,7 @@ func (s *Service) nextRound() int {
 // fireTick appends the next round's tick record to the log; the round
 // starts when the record comes back through the consumer.
 func (s *Service) fireTick(ctx context.Context) {
-	if s.fold.core == nil {
+	if s.fold.core == nil || !s.live { // a deposed leader writes no tick
 		return
 	}
 	round := s.fold.core.NextRound()
