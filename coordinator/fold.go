@@ -58,6 +58,10 @@ type outcome struct {
 	round    *Round                  // tick: the round it started
 	solve    time.Duration           // tick: how long Core.Tick took
 	exits    []protocol.Lease        // EXIT leases returned by events
+	// Records of agents and submissions (runner.go): the reply to send, and
+	// whether the nodes' desired state changed.
+	agentAnswer any
+	desired     bool
 }
 
 func (o *outcome) reject(reason string, err error) {
@@ -81,10 +85,11 @@ type fold struct {
 	seq    uint64
 	last   *Round                    // the most recent round
 	leases map[string]protocol.Lease // RUN leases of the most recent round
+	run    *runner                   // submitted jobs and node agents (runner.go)
 }
 
 func newFold(subj protocol.Subjects, limit int) *fold {
-	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}}
+	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner()}
 }
 
 // apply folds one record.
@@ -102,6 +107,9 @@ func (f *fold) apply(r record) outcome {
 		return f.register(r)
 	case r.Subject == f.subj.Prefix+"."+logTick:
 		return f.tick(r)
+	}
+	if o, ok := f.applyRunner(r); ok {
+		return o
 	}
 	if job, ok := f.subj.EventsJob(r.Subject); ok {
 		return f.events(job, r)
@@ -211,6 +219,7 @@ func (f *fold) tick(r record) outcome {
 			f.leases[l.Job] = l
 		}
 	}
+	f.run.afterTick(f.leases)
 	return o
 }
 

@@ -44,6 +44,13 @@ type ServiceConfig struct {
 	// Metrics receives the metrics (nil: a private registry).
 	Metrics *Metrics
 
+	// AgentTimeout is how long a node agent may send no heartbeat before
+	// its node leaves the cluster (default DefaultAgentTimeout).
+	AgentTimeout time.Duration
+	// Authority issues the job credentials agents fetch (creds mode; nil:
+	// agents get none).
+	Authority *Authority
+
 	// onApply, when set, sees every folded record, and onRound the time
 	// from each live round's timer to its last lease flushed (tests,
 	// benchmarks).
@@ -63,6 +70,9 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
+	}
+	if c.AgentTimeout == 0 {
+		c.AgentTimeout = DefaultAgentTimeout
 	}
 	if err := c.Core.Validate(); err != nil {
 		return err
@@ -108,6 +118,8 @@ type Service struct {
 	statusq chan statusRequest
 	snapq   chan *Snapshot
 	ticked  chan error // result of publishing a tick record
+	agentq  chan agentRequest
+	agents  agentState // node liveness, owned by the loop (agents.go)
 
 	// Owned by the loop.
 	live       bool
@@ -150,6 +162,8 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		statusq:   make(chan statusRequest, 64),
 		snapq:     make(chan *Snapshot, 1),
 		ticked:    make(chan error, 1),
+		agentq:    make(chan agentRequest, 256),
+		agents:    agentState{seen: map[string]time.Time{}, leaving: map[string]bool{}},
 		tickRound: -1,
 	}, nil
 }
@@ -255,7 +269,13 @@ func (s *Service) subscribe() ([]*nats.Subscription, error) {
 	for _, sub := range []*nats.Subscription{reg, st} {
 		_ = sub.SetPendingLimits(64<<10, 64<<20)
 	}
-	return []*nats.Subscription{reg, st}, nil
+	agents, err := s.subscribeAgents()
+	if err != nil {
+		_ = reg.Unsubscribe()
+		_ = st.Unsubscribe()
+		return nil, err
+	}
+	return append([]*nats.Subscription{reg, st}, agents...), nil
 }
 
 // loop is the one goroutine that owns the Core.
@@ -263,6 +283,8 @@ func (s *Service) loop(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	agentTick := time.NewTicker(max(s.cfg.AgentTimeout/4, 50*time.Millisecond))
+	defer agentTick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -272,6 +294,10 @@ func (s *Service) loop(ctx context.Context) error {
 			s.handle(r)
 		case req := <-s.statusq:
 			s.answerStatus(req)
+		case req := <-s.agentq:
+			s.answerAgent(req)
+		case <-agentTick.C:
+			s.checkAgents(ctx)
 		case err := <-s.ticked:
 			if err != nil {
 				s.log.Warn().Err(err).Int("round", s.tickRound).Msg("cannot log the round tick; retrying")
@@ -358,6 +384,9 @@ func (s *Service) handle(r record) {
 		s.publishLeases(o.exits)
 	case kindTick:
 		s.startRound(r, &o)
+		s.publishDesired()
+	case kindSubmit, kindCancel, kindNode, kindReport:
+		s.afterRunnerRecord(&o)
 	default:
 		if o.err != nil {
 			s.log.Warn().Err(o.err).Str("subject", r.Subject).Uint64("seq", r.Seq).Msg("log record ignored")
@@ -385,6 +414,7 @@ func (s *Service) goLive() {
 			s.publishLeases(last.Leases) // jobs may have missed them when the old coordinator died
 		}
 	}
+	s.publishDesired()
 	s.ready.Store(true)
 }
 

@@ -158,6 +158,9 @@ type JobInfo struct {
 	Failures   int     `json:"failed_leases"`
 	LastSeq    uint64  `json:"last_seq"`
 	GPUs       []int   `json:"gpus,omitempty"` // held in the current round
+	// Reason says why an ended job ended (failed, cancelled, expired), or
+	// the last exit of a submitted job's process.
+	Reason string `json:"reason,omitempty"`
 }
 
 // PlanInfo is a round's plan as the policy explained it.
