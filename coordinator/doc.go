@@ -10,10 +10,70 @@
 // A round (spec §3.3, DESIGN.md "Data flow"): events since the previous tick
 // update each job's progress, batch size and throughput and are passed to the
 // policy; at the tick, leases that produced no progress count as failures,
-// registrations are admitted, the policy allocates, gangs are placed on GPU
-// ids (spec §3.4), and leases are issued: RUN (an extension when the job ran
-// in the previous round too), SUSPEND for jobs that lost their GPUs, EXIT for
-// jobs the coordinator ended.
+// registrations are admitted, the policy allocates, gangs are placed on
+// devices of nodes (place.go, repair.go), and leases are issued: RUN (an
+// extension when the job ran in the previous round on the same devices),
+// SUSPEND for jobs that lost their GPUs, EXIT for jobs the coordinator ended.
+//
+// # Nodes and placement (nodes.go, place.go, repair.go)
+//
+// The cluster is a list of nodes (package topology: name, GPU count, type).
+// Config.Cluster sets it; with none, Config.GPUs is one node "node-0", the
+// flat pool. Cluster-wide GPU ids number the devices node by node in
+// topology order; a RUN lease carries both the ids (Workers) and, per node,
+// the node's name and its local device indices (Devices, same order).
+//
+// Placement, each tick, of the jobs the plan runs:
+//
+//  1. Widest gang first (plan order among equals). A job that ran in the
+//     previous round keeps exactly its devices when they all still exist.
+//  2. A resident job (its registration names a Node, and optionally the
+//     Visible local devices) gets devices only on that node, within
+//     Visible, lowest index first.
+//  3. Any other gang no wider than the largest node goes on one node: the
+//     fullest node that has room (best fit; lowest topology position among
+//     equals), so that small jobs fill partly used nodes and whole nodes
+//     stay free for wide gangs. Within a node it takes the lowest free
+//     local indices.
+//  4. A gang wider than every node spans the fewest nodes the cluster's
+//     sizes allow: emptiest nodes first (whole free nodes), the last part
+//     best fit; if the free devices would need more nodes, it is not placed.
+//
+// On one node this is exactly the flat pool's placement of spec §3.4
+// (widest first, keep previous GPUs, lowest free ids), so the simulator's
+// released-run comparisons are unchanged.
+//
+// # Plan repair (repair.go)
+//
+// A policy plans against the GPU count (policy.Snapshot.Nodes tells it the
+// node sizes; Shockwave's market uses them, see package policy). When the
+// plan fits the count but not the nodes, Core repairs it, deterministically:
+// if pinning the previous devices (rule 1) leaves some planned job without
+// a place, it places the plan again from scratch (rules 2-4, jobs may move)
+// and keeps whichever of the two places more jobs (the pinned one on a
+// tie). Jobs still without a place are dropped from the round, and then
+// active jobs the plan left waiting are back-filled, in admission order,
+// wherever they fit. Dropped jobs are explained "plan repair: …", back-filled
+// ones too, and the plan's note lists both; the policy's own plan object is
+// not modified.
+//
+// # Membership (nodes.go)
+//
+// JoinNode and LeaveNode change the cluster between ticks (node agents
+// joining and leaving; the service logs them so a replay sees them in the
+// same order). A node that joins again under the same name is an update of
+// its GPU count or type. When a node leaves, or shrinks below a device a job
+// holds, that job's lease is void at once: its GPUs show as none, the lease
+// is not counted as a failure, and at the next tick the job is placed
+// elsewhere if the plan runs it, or gets a SUSPEND lease naming the node.
+// With dynamic membership (Config.Dynamic, or any JoinNode/LeaveNode) a gang
+// wider than the current cluster is accepted and waits; a static cluster
+// refuses it at registration (ErrTooWide), and refuses a resident job whose
+// node it does not have (ErrUnknownNode). Jobs that cannot be placed whatever
+// the plan (too wide for the current cluster, or resident on an absent
+// node, or needing more devices than their node offers them) are left out of
+// the policy's snapshot and explained as waiting. With no nodes the policy
+// is not called at all.
 //
 // # Lease lifecycle (lifecycle.go)
 //

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -231,7 +232,7 @@ func rejectReason(err error) string {
 	}{
 		{ErrUnknownJob, "unknown_job"}, {ErrOutOfOrder, "out_of_order"}, {ErrJobEnded, "ended"},
 		{ErrNotAdmitted, "not_admitted"}, {ErrConflict, "conflict"}, {ErrTooWide, "too_wide"},
-		{ErrClock, "clock"},
+		{ErrClock, "clock"}, {ErrUnknownNode, "unknown_node"}, {ErrBadNode, "bad_node"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.reason
@@ -247,7 +248,7 @@ func replyCode(err error) protocol.ErrorCode {
 		return protocol.CodeConflict
 	case "ended":
 		return protocol.CodeEnded
-	case "too_wide", "clock":
+	case "too_wide", "clock", "unknown_node", "bad_node":
 		return protocol.CodeRejected
 	}
 	return protocol.Code(err)
@@ -256,5 +257,6 @@ func replyCode(err error) protocol.ErrorCode {
 func sameConfig(a, b *configRecord) bool {
 	return a.GPUs == b.GPUs && a.RoundSeconds == b.RoundSeconds && a.MaxFailed == b.MaxFailed &&
 		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
+		a.Dynamic == b.Dynamic && reflect.DeepEqual(a.Cluster, b.Cluster) &&
 		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
 }

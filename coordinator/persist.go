@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // Durability (see doc.go, "Durability"): every input of Core is a message of
@@ -62,12 +65,19 @@ type configRecord struct {
 	JobTimeout   float64         `json:"job_timeout_seconds"`
 	Policy       string          `json:"policy"`
 	PolicyConfig json.RawMessage `json:"policy_config,omitempty"`
+	// Cluster is the static node list when it is not the flat pool of GPUs
+	// (absent in logs of a flat pool); Dynamic marks membership by agents.
+	Cluster *topology.Cluster `json:"cluster,omitempty"`
+	Dynamic bool              `json:"dynamic,omitempty"`
 }
 
 func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord, error) {
 	rec := configRecord{V: protocol.Version, GPUs: cfg.GPUs, RoundSeconds: cfg.RoundSeconds,
 		MaxFailed: cfg.MaxFailedLeases, RuntimeLimit: cfg.RuntimeLimitFactor,
-		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol}
+		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol, Dynamic: cfg.Dynamic}
+	if cl := cfg.Cluster; len(cl.Nodes) > 0 && !reflect.DeepEqual(cl, topology.Flat(cfg.GPUs)) {
+		rec.Cluster = &topology.Cluster{Nodes: slices.Clone(cl.Nodes)}
+	}
 	if opts.Config != nil {
 		raw, err := json.Marshal(opts.Config)
 		if err != nil {
@@ -92,9 +102,27 @@ func (r *configRecord) core() (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewCore(Config{GPUs: r.GPUs, RoundSeconds: r.RoundSeconds, MaxFailedLeases: r.MaxFailed,
+	cfg := Config{GPUs: r.GPUs, RoundSeconds: r.RoundSeconds, MaxFailedLeases: r.MaxFailed,
 		RuntimeLimitFactor: r.RuntimeLimit, LeaseGraceSeconds: r.LeaseGrace,
-		JobTimeoutSeconds: r.JobTimeout, ExpireLeases: true}, p)
+		JobTimeoutSeconds: r.JobTimeout, ExpireLeases: true, Dynamic: r.Dynamic}
+	if r.Cluster != nil {
+		cfg.Cluster = *r.Cluster
+	}
+	return NewCore(cfg, p)
+}
+
+// clusterString names the recorded cluster: its short form, "flat" for the
+// flat pool, "dynamic" with agents.
+func (r *configRecord) clusterString() string {
+	switch {
+	case r.Cluster != nil && r.Dynamic:
+		return "dynamic from " + r.Cluster.String()
+	case r.Cluster != nil:
+		return r.Cluster.String()
+	case r.Dynamic:
+		return "dynamic"
+	}
+	return "flat"
 }
 
 func decodeConfigRecord(data []byte) (*configRecord, error) {

@@ -21,7 +21,8 @@ const DefaultJobTimeoutRounds = 3
 
 // ServiceConfig sets up a Service. Zero values mean the documented defaults.
 type ServiceConfig struct {
-	// Core configures the state machine. GPUs is required. The service
+	// Core configures the state machine. GPUs or Cluster is required
+	// (Config.Dynamic: neither, nodes join). The service
 	// always sets ExpireLeases; JobTimeoutSeconds defaults to
 	// DefaultJobTimeoutRounds rounds and LeaseGraceSeconds to a quarter
 	// round, so that a lease outlives the small delay of its renewal.
@@ -232,9 +233,9 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 	}
 	if logged != nil {
 		if !sameConfig(logged, &mine) {
-			return fmt.Errorf("coordinator: the log %s was written with --gpus %d --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
-				st.name, logged.GPUs, logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
+				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
 		}
 		return nil
 	}

@@ -17,8 +17,8 @@ const DefaultMinResetSeconds = 1000
 // (priority x_i / f_i, where f_i is the fraction of worker time the job
 // received since the last reset), greedily, skipping gangs that do not fit.
 //
-// Re-allocation happens only when something changed (an arrival, a departure
-// or a failed lease) and at least MinResetSeconds have passed since the last
+// Re-allocation happens only when something changed (an arrival, a departure,
+// a failed lease or the cluster's GPU count) and at least MinResetSeconds have passed since the last
 // reset, or the last reset was at time 0. A job admitted after the last reset
 // has no allocation and does not run until the next reset; this is the
 // original's behaviour and is what the released baseline results measure.
@@ -32,6 +32,7 @@ type GavelRound struct {
 	workerTime float64
 	lastReset  float64
 	update     bool
+	gpus       int // GPUs of the previous Allocate: a change re-allocates
 }
 
 // NewGavelRound wraps an allocator into a round-based policy.
@@ -87,6 +88,9 @@ func (g *GavelRound) Allocate(s *Snapshot) (*Plan, error) {
 		}
 	}
 	plan := &Plan{Round: s.Round}
+	if s.GPUs != g.gpus {
+		g.update, g.gpus = true, s.GPUs // nodes joined or left
+	}
 	if g.update && (s.Now-g.lastReset >= g.MinResetSeconds || g.lastReset == 0) {
 		if err := g.reset(s, half); err != nil {
 			return nil, err

@@ -158,6 +158,10 @@ type JobInfo struct {
 	Failures   int     `json:"failed_leases"`
 	LastSeq    uint64  `json:"last_seq"`
 	GPUs       []int   `json:"gpus,omitempty"` // held in the current round
+	// Devices names the same grant per node (node name, local indices).
+	Devices []NodeDevices `json:"devices,omitempty"`
+	// Node is the node a resident job's process runs on ("" when none).
+	Node string `json:"node,omitempty"`
 	// Reason says why an ended job ended (failed, cancelled, expired), or
 	// the last exit of a submitted job's process.
 	Reason string `json:"reason,omitempty"`

@@ -41,6 +41,7 @@ type coordFlags struct {
 	gpus, maxMessage, replicas                                        int
 	round, jobTimeout, leaseGrace                                     time.Duration
 	agentTimeout                                                      time.Duration
+	agents                                                            bool
 }
 
 func (f *coordFlags) register(fs *flag.FlagSet) {
@@ -56,6 +57,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", 0, "added to a lease's end to form its expiry (default a quarter round)")
+	fs.BoolVar(&f.agents, "agents", false, "the cluster is the set of live node agents (shockwave agent); --gpus may then be 0")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", coordinator.DefaultAgentTimeout, "a node whose agent sends no heartbeat for this long leaves the cluster")
 	fs.IntVar(&f.maxMessage, "max-message", protocol.DefaultMaxMessageBytes, "size limit of one message, in bytes")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the log stream and snapshot bucket (clustered NATS)")
@@ -121,7 +123,7 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode, error) {
 	var cfg coordinator.ServiceConfig
 	switch {
-	case f.gpus <= 0:
+	case f.gpus < 0 || (f.gpus == 0 && !f.agents):
 		return cfg, "", badInput("--gpus: GPU count must be positive, got %d", f.gpus)
 	case f.round < time.Second || f.round > 24*time.Hour:
 		return cfg, "", badInput("--round: %v out of range [1s, 24h]", f.round)
@@ -153,7 +155,7 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", usageError{err}
 	}
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
-		Core: coordinator.Config{GPUs: f.gpus, RoundSeconds: f.round.Seconds(),
+		Core: coordinator.Config{GPUs: f.gpus, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
 	if f.config != "" {
 		raw, err := os.ReadFile(f.config)
