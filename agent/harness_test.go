@@ -192,8 +192,16 @@ func (c *cluster) stop() {
 		f.Close()
 	}
 	if c.t.Failed() {
-		for _, name := range []string{"coordinator"} {
-			c.t.Logf("%s log (tail):\n%s", name, tail(c.read(name), 4000))
+		names, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+		for _, path := range names {
+			name := strings.TrimSuffix(filepath.Base(path), ".log")
+			var keep []string
+			for _, l := range strings.Split(c.read(name), "\n") {
+				if !strings.Contains(l, "round=") || strings.Contains(l, "WRN") {
+					keep = append(keep, l)
+				}
+			}
+			c.t.Logf("%s log (tail, without rounds):\n%s", name, tail(strings.Join(keep, "\n"), 3000))
 		}
 	}
 }
@@ -407,4 +415,33 @@ func assertDenied(t *testing.T, nc *nats.Conn, subject string, v any) {
 	case <-time.After(2 * time.Second):
 		t.Errorf("publishing on %s: no permissions violation (request: %v)", subject, err)
 	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// children lists the pids whose parent is node's agent.
+func (c *cluster) children(node string) []int {
+	c.mu.Lock()
+	cmd := c.agents[node]
+	c.mu.Unlock()
+	var pids []int
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so cut at the last ')'
+		s := string(data)
+		rest := s[strings.LastIndexByte(s, ')')+2:]
+		f := strings.Fields(rest)
+		if len(f) > 1 && f[1] == strconv.Itoa(cmd.Process.Pid) {
+			pid, _ := strconv.Atoi(strings.Fields(s)[0])
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

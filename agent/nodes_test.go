@@ -1,0 +1,122 @@
+package agent_test
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAgents_JobsRunToCompletionAcrossNodesWithSuspensionAndMigration:
+// three agents of one fake GPU each, five submitted trainers: every job
+// completes and converges; jobs were suspended and resumed from their
+// checkpoint, and at least one resumed on another node than it started.
+func TestAgents_JobsRunToCompletionAcrossNodesWithSuspensionAndMigration(t *testing.T) {
+	c := newCluster(t, "--agents")
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		c.startAgent(n, 1)
+	}
+	var jobs []string
+	for range 5 {
+		jobs = append(jobs, c.submit(nil, train(6, "25ms")...))
+	}
+	resumed, migrated := 0, 0
+	for _, j := range jobs {
+		c.waitState(j, "completed", 150*time.Second)
+		out := c.output(j)
+		if !strings.Contains(out, "done:") {
+			t.Errorf("%s did not finish its loop:\n%s", j, out)
+		}
+		if strings.Contains(out, "resuming from") {
+			resumed++
+		}
+		nodes := c.starts(j)
+		for i := 1; i < len(nodes); i++ {
+			if nodes[i] != nodes[i-1] {
+				migrated++
+				break
+			}
+		}
+		ck := filepath.Join(c.dir, "work", j, "go-train.ckpt.json")
+		if !exists(ck) {
+			t.Errorf("%s: no checkpoint in its checkpoint directory", j)
+		}
+	}
+	if resumed == 0 {
+		t.Errorf("no job was suspended and resumed from its checkpoint")
+	}
+	if migrated == 0 {
+		t.Errorf("no job resumed on another node")
+	}
+	t.Logf("%d of %d jobs resumed from a checkpoint, %d moved between nodes", resumed, len(jobs), migrated)
+}
+
+// TestAgents_KilledAgentsJobsAreRescheduledElsewhere: SIGKILL of the agent
+// running a job makes its node leave the cluster (heartbeat timeout, a
+// record in the log); the job's process dies with its agent, and the job
+// resumes on another node and completes.
+func TestAgents_KilledAgentsJobsAreRescheduledElsewhere(t *testing.T) {
+	c := newCluster(t, "--agents")
+	c.startAgent("node-a", 1)
+	c.startAgent("node-b", 1)
+	job := c.submit(nil, train(8, "40ms")...)
+	eventually(t, 20*time.Second, "the job runs", func() bool { return strings.Contains(c.output(job), "epoch 1") })
+	first := c.starts(job)[0]
+	children := c.children(first)
+	if len(children) == 0 {
+		t.Fatalf("the agent of %s runs no process", first)
+	}
+	c.killAgent(first)
+	eventually(t, 5*time.Second, "the job's process dies with its agent", func() bool {
+		for _, pid := range children {
+			if syscall.Kill(pid, 0) == nil {
+				return false
+			}
+		}
+		return true
+	})
+	st := c.waitState(job, "completed", 90*time.Second)
+	nodes := c.starts(job)
+	if nodes[len(nodes)-1] == first {
+		t.Errorf("the job finished on %s, whose agent was killed: starts %v", first, nodes)
+	}
+	if !strings.Contains(c.read("coordinator"), "no heartbeat") {
+		t.Errorf("the coordinator did not log the node leaving")
+	}
+	if st.StepsDone == 0 {
+		t.Errorf("no progress recorded: %+v", st)
+	}
+}
+
+// TestAgents_RanksGetTheirDevicesAndRankVariables: a 2-rank job on one
+// node of two GPUs runs one process per device; a 2-GPU gang on two
+// nodes of one GPU runs one rank on each; every rank sees its own device,
+// its rank, the world size and one rendezvous address.
+func TestAgents_RanksGetTheirDevicesAndRankVariables(t *testing.T) {
+	c := newCluster(t, "--agents")
+	c.startAgent("node-a", 2)
+	show := []string{"sh", "-c", `echo "rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK cuda=$CUDA_VISIBLE_DEVICES master=$MASTER_ADDR:$MASTER_PORT job=$SHOCKWAVE_JOB_ID exit=$SHOCKWAVE_EXIT_MODE"`}
+	one := c.submit([]string{"--workers", "2", "--ranks-per-node", "2"}, show...)
+	c.waitState(one, "completed", 30*time.Second)
+	out := c.output(one)
+	for _, want := range []string{"rank=0 world=2 local=0 cuda=0 master=127.0.0.1:", "rank=1 world=2 local=1 cuda=1 master=127.0.0.1:", "job=" + one + " exit=1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("one node, two ranks: no %q in\n%s", want, out)
+		}
+	}
+	c.killAgent("node-a")
+	c.startAgent("node-b", 1)
+	c.startAgent("node-c", 1)
+	two := c.submit([]string{"--workers", "2"}, append(show[:2], show[2]+"; sleep 0.5")...)
+	c.waitState(two, "completed", 30*time.Second)
+	out = c.output(two)
+	for _, want := range []string{"rank=0 world=2 local=0 cuda=0", "rank=1 world=2 local=0 cuda=0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("two nodes, one rank each: no %q in\n%s", want, out)
+		}
+	}
+	if nodes := c.starts(two); len(nodes) < 2 || nodes[0] == nodes[1] {
+		t.Errorf("the 2-node gang started on %v", nodes)
+	}
+}
