@@ -116,6 +116,7 @@ func (s *Service) answerStatus(req statusRequest) {
 			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
 		rep.Plan = c.LastPlan()
+		rep.Nodes, rep.GPUs = c.NodeStatus(), c.GPUs()
 	}
 	go s.respond(req.msg, rep)
 }

@@ -18,23 +18,34 @@ import (
 func (c *Core) placeRun(p *placer, run, waiting []*job, plan *policy.Plan) ([]*job, *policy.Plan) {
 	order := slices.Clone(run)
 	slices.SortStableFunc(order, func(a, b *job) int { return cmp.Compare(b.view.Workers, a.view.Workers) })
-	ok := c.attempt(p, order, true)
-	if ok < len(order) {
-		if c.attempt(p, order, false) <= ok {
-			c.attempt(p, order, true) // the pinned attempt places as much and moves no job
+	best, mode := c.attempt(p, order, pinFirst), pinFirst
+	for m := keepInTurn; m <= repack && best < len(order); m++ {
+		if n := c.attempt(p, order, m); n > best {
+			best, mode = n, m
 		}
 	}
-	var dropped, filled []*job
+	if best < len(order) && mode != repack {
+		c.attempt(p, order, mode) // restore the best attempt
+	}
+	repacked := mode != pinFirst
+	var dropped, filled, moved []*job
 	kept := make([]*job, 0, len(run))
 	for _, j := range run {
+		switch {
+		case j.next == nil:
+			dropped = append(dropped, j)
+		case repacked && c.ranLast(j) && !sameGrant(j.devices, j.next):
+			moved = append(moved, j)
+		}
 		if j.next != nil {
 			kept = append(kept, j)
-		} else {
-			dropped = append(dropped, j)
 		}
 	}
-	if len(dropped) == 0 {
+	if len(dropped) == 0 && len(moved) == 0 {
 		return run, plan
+	}
+	if len(dropped) == 0 {
+		return run, repairedPlan(plan, nil, nil, moved)
 	}
 	in := make(map[*job]bool, len(run))
 	for _, j := range run {
@@ -44,23 +55,37 @@ func (c *Core) placeRun(p *placer, run, waiting []*job, plan *policy.Plan) ([]*j
 		if in[j] {
 			continue
 		}
-		if j.next = p.fit(j.view.Workers, j.node, j.visible); j.next != nil {
+		if c.ranLast(j) && p.keep(j.devices) {
+			j.next = j.devices
+		} else {
+			j.next = p.fit(j.view.Workers, j.node, j.visible)
+		}
+		if j.next != nil {
 			filled = append(filled, j)
 		}
 	}
-	return append(kept, filled...), repairedPlan(plan, dropped, filled)
+	return append(kept, filled...), repairedPlan(plan, dropped, filled, moved)
 }
 
-// attempt places order (widest first) from an empty cluster: with pin, jobs
-// that ran in the previous round first keep their devices when all are
-// still there and free; then resident jobs take devices of their node, then
-// the others are fitted. It returns the number of jobs placed.
-func (c *Core) attempt(p *placer, order []*job, pin bool) int {
+// Placement attempts, in the order tried: a later one is kept only when it
+// places more jobs.
+const (
+	pinFirst   = iota // jobs that ran keep their devices before anyone else is placed
+	keepInTurn        // widest first, each job keeping its devices if still free
+	repack            // widest first, from scratch
+)
+
+// attempt places order (widest first) from an empty cluster, resident jobs
+// before the others, and returns the number of jobs placed. A job that ran
+// in the previous round keeps its devices when they are all still there and
+// free: before anyone else is placed (pinFirst), when its turn comes
+// (keepInTurn), or not at all (repack); the others are fitted (placer.fit).
+func (c *Core) attempt(p *placer, order []*job, mode int) int {
 	p.reset()
 	placed := 0
 	for _, j := range order {
 		j.next = nil
-		if pin && c.ranLast(j) && p.keep(j.devices) {
+		if mode == pinFirst && c.ranLast(j) && p.keep(j.devices) {
 			j.next = j.devices
 			placed++
 		}
@@ -70,7 +95,12 @@ func (c *Core) attempt(p *placer, order []*job, pin bool) int {
 			if j.next != nil || (j.node != "") != (pass == 0) {
 				continue
 			}
-			if j.next = p.fit(j.view.Workers, j.node, j.visible); j.next != nil {
+			if mode == keepInTurn && c.ranLast(j) && p.keep(j.devices) {
+				j.next = j.devices
+			} else {
+				j.next = p.fit(j.view.Workers, j.node, j.visible)
+			}
+			if j.next != nil {
 				placed++
 			}
 		}
@@ -84,8 +114,9 @@ func (c *Core) ranLast(j *job) bool {
 }
 
 // repairedPlan is plan with dropped jobs moved to the waiting side and
-// back-filled ones to the running side, each explained, and a note.
-func repairedPlan(plan *policy.Plan, dropped, filled []*job) *policy.Plan {
+// back-filled ones to the running side, each explained, and a note that
+// also names the jobs a repack moved.
+func repairedPlan(plan *policy.Plan, dropped, filled, moved []*job) *policy.Plan {
 	np := *plan
 	np.Explain = slices.Clone(plan.Explain)
 	drop := make(map[string]bool, len(dropped))
@@ -123,10 +154,17 @@ func repairedPlan(plan *policy.Plan, dropped, filled []*job) *policy.Plan {
 		np.Run = append(np.Run, j.view.ID)
 		explain(j.view.ID, true, "plan repair: back-filled onto devices the plan could not use")
 	}
-	note := fmt.Sprintf("repair: dropped [%s]", names(dropped))
-	if len(filled) > 0 {
-		note += fmt.Sprintf(", back-filled [%s]", names(filled))
+	var parts []string
+	if len(moved) > 0 {
+		parts = append(parts, fmt.Sprintf("repacked the nodes, moving [%s]", names(moved)))
 	}
+	if len(dropped) > 0 {
+		parts = append(parts, fmt.Sprintf("dropped [%s]", names(dropped)))
+	}
+	if len(filled) > 0 {
+		parts = append(parts, fmt.Sprintf("back-filled [%s]", names(filled)))
+	}
+	note := "repair: " + strings.Join(parts, ", ")
 	if np.Note != "" {
 		note = np.Note + "; " + note
 	}

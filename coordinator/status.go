@@ -53,3 +53,21 @@ func (c *Core) status(j *job) JobStatus {
 	}
 	return s
 }
+
+// NodeStatus lists the cluster's members with the devices that jobs hold
+// on each in the current round.
+func (c *Core) NodeStatus() []protocol.NodeInfo {
+	used := make(map[string]int, len(c.nodes))
+	for _, j := range c.active {
+		if j.leaseRound == c.round-1 && j.leaseRound >= 0 {
+			for _, nd := range j.devices {
+				used[nd.Node] += len(nd.Devices)
+			}
+		}
+	}
+	out := make([]protocol.NodeInfo, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = protocol.NodeInfo{Name: n.Name, GPUs: n.GPUs, Type: n.Type, Used: used[n.Name]}
+	}
+	return out
+}

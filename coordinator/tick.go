@@ -116,7 +116,7 @@ func (c *Core) checkPlan(p *policy.Plan) ([]*job, error) {
 		gpus += j.view.Workers
 		run = append(run, j)
 	}
-	if gpus > c.total {
+	if gpus > c.total && !c.dynamic { // with dynamic membership placement drops the excess (repair.go)
 		return nil, fmt.Errorf("plan needs %d GPUs, the cluster has %d", gpus, c.total)
 	}
 	return run, nil

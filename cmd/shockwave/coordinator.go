@@ -38,6 +38,7 @@ var signalContext = func() (context.Context, context.CancelFunc) {
 type coordFlags struct {
 	listen, natsURL, natsCreds, dataDir, policy, config, http, prefix string
 	auth, token, tokenFile, logFormat, logLevel                       string
+	nodes, cluster                                                    string
 	gpus, maxMessage, replicas                                        int
 	round, jobTimeout, leaseGrace                                     time.Duration
 	agentTimeout                                                      time.Duration
@@ -49,7 +50,9 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.natsURL, "nats-url", "", "connect to this NATS cluster instead of embedding a server")
 	fs.StringVar(&f.natsCreds, "nats-creds", "", "credentials `FILE` for --nats-url")
 	fs.StringVar(&f.dataDir, "data-dir", "./shockwave-data", "JetStream storage and credentials of the embedded server")
-	fs.IntVar(&f.gpus, "gpus", 0, "number of GPUs to schedule (required)")
+	fs.IntVar(&f.gpus, "gpus", 0, "number of GPUs to schedule: one node, node-0 (or --nodes, --cluster)")
+	fs.StringVar(&f.nodes, "nodes", "", "`NxK`: N nodes of K GPUs each, named node-0… (instead of --gpus)")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster description `FILE` (JSON: nodes with name, gpus, type; instead of --gpus)")
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length (at least 1s)")
 	fs.StringVar(&f.policy, "policy", "shockwave", "allocation policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (JSON, e.g. the original's Shockwave config)")
@@ -112,7 +115,7 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 		}()
 	}
 	cfg := svc.Config()
-	log.Info().Str("policy", cfg.Policy).Int("gpus", cfg.Core.GPUs).Float64("round_s", cfg.Core.RoundSeconds).
+	log.Info().Str("policy", cfg.Policy).Int("gpus", cfg.Core.GPUs).Str("cluster", cfg.Core.Cluster.String()).Float64("round_s", cfg.Core.RoundSeconds).
 		Float64("job_timeout_s", cfg.Core.JobTimeoutSeconds).Str("prefix", cfg.Prefix).Msg("coordinator starting")
 	err = svc.Run(ctx)
 	log.Info().Msg("coordinator stopped")
@@ -122,9 +125,13 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 // validate checks the flags and builds the service configuration.
 func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode, error) {
 	var cfg coordinator.ServiceConfig
+	cluster, err := clusterFlags(f.nodes, f.cluster, f.gpus != 0)
+	if err != nil {
+		return cfg, "", err
+	}
 	switch {
-	case f.gpus < 0 || (f.gpus == 0 && !f.agents):
-		return cfg, "", badInput("--gpus: GPU count must be positive, got %d", f.gpus)
+	case f.gpus < 0 || (len(cluster.Nodes) == 0 && f.gpus == 0 && !f.agents):
+		return cfg, "", badInput("--gpus: GPU count must be positive, got %d (or give --nodes NxK, --cluster FILE or --agents)", f.gpus)
 	case f.round < time.Second || f.round > 24*time.Hour:
 		return cfg, "", badInput("--round: %v out of range [1s, 24h]", f.round)
 	case f.jobTimeout < 0 || (f.jobTimeout > 0 && f.jobTimeout < f.round):
@@ -155,7 +162,7 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", usageError{err}
 	}
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
-		Core: coordinator.Config{GPUs: f.gpus, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
+		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
 	if f.config != "" {
 		raw, err := os.ReadFile(f.config)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,7 +28,7 @@ func init() {
 
 type simFlags struct {
 	trace, throughputs, policies, config, format, plot string
-	dump, info, forecasts                              string
+	dump, info, forecasts, nodes, cluster              string
 	gpus, generate                                     int
 	seed                                               uint64
 	round                                              time.Duration
@@ -39,7 +40,9 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("simulate", stderr)
 	fs.StringVar(&f.trace, "trace", "", "trace `FILE` in the original's 12-field TAB-separated format (default: a generated trace)")
 	fs.StringVar(&f.throughputs, "throughputs", "tacc", "throughput table: the built-in `tacc` or `wisr`, or a FILE in the original JSON format")
-	fs.IntVar(&f.gpus, "gpus", 32, "number of GPUs")
+	fs.IntVar(&f.gpus, "gpus", 32, "number of GPUs: one node, the flat pool")
+	fs.StringVar(&f.nodes, "nodes", "", "`NxK`: N nodes of K GPUs each (instead of --gpus)")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster description `FILE` (JSON: nodes with name, gpus, type; instead of --gpus)")
 	fs.StringVar(&f.policies, "policy", "", "comma-separated `LIST` of policies (default: all); aliases of the original scripts are accepted")
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (the original's Shockwave JSON config)")
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length")
@@ -54,7 +57,9 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := f.load()
+	gpusSet := false
+	fs.Visit(func(fl *flag.Flag) { gpusSet = gpusSet || fl.Name == "gpus" })
+	cfg, err := f.load(gpusSet)
 	if err != nil {
 		return err
 	}
@@ -100,7 +105,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 }
 
 // load validates the flags and builds the simulation inputs.
-func (f *simFlags) load() (sim.Config, error) {
+func (f *simFlags) load(gpusSet bool) (sim.Config, error) {
 	var cfg sim.Config
 	if f.format != "table" && f.format != "json" {
 		return cfg, badInput("--format: unknown format %q (want table or json)", f.format)
@@ -120,6 +125,12 @@ func (f *simFlags) load() (sim.Config, error) {
 		return cfg, err
 	}
 	cfg = sim.Config{Jobs: jobs, Throughputs: thr, GPUs: f.gpus, RoundSeconds: f.round.Seconds(), Compat: f.compat}
+	if cfg.Cluster, err = clusterFlags(f.nodes, f.cluster, gpusSet); err != nil {
+		return cfg, err
+	}
+	if len(cfg.Cluster.Nodes) > 0 {
+		cfg.GPUs = cfg.Cluster.GPUs()
+	}
 	sw := policy.DefaultShockwaveConfig()
 	if f.config != "" {
 		raw, err := os.ReadFile(f.config)
