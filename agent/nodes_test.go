@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -118,5 +119,23 @@ func TestAgents_RanksGetTheirDevicesAndRankVariables(t *testing.T) {
 	}
 	if nodes := c.starts(two); len(nodes) < 2 || nodes[0] == nodes[1] {
 		t.Errorf("the 2-node gang started on %v", nodes)
+	}
+}
+
+// TestDemo_NodesRunsALocalClusterToTheEnd: `shockwave demo --nodes 2x2`
+// runs agents and real training processes, prints each round's placement
+// per node and ends with every job completed.
+func TestDemo_NodesRunsALocalClusterToTheEnd(t *testing.T) {
+	cmd := exec.Command(bin.shockwave, "demo", "--nodes", "2x2", "--jobs", "4", "--timeout", "2m")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	s := string(out)
+	if n := strings.Count(s, " completed "); n != 4 {
+		t.Errorf("%d jobs completed, want 4:\n%s", n, s)
+	}
+	if !strings.Contains(s, "node-0[0:") || !strings.Contains(s, "node-1[0:") || !strings.Contains(s, "all jobs ended") {
+		t.Errorf("no per-node placement lines:\n%s", s)
 	}
 }
