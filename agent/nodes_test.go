@@ -1,9 +1,11 @@
 package agent_test
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,5 +139,56 @@ func TestDemo_NodesRunsALocalClusterToTheEnd(t *testing.T) {
 	}
 	if !strings.Contains(s, "node-0[0:") || !strings.Contains(s, "node-1[0:") || !strings.Contains(s, "all jobs ended") {
 		t.Errorf("no per-node placement lines:\n%s", s)
+	}
+}
+
+var libOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent: two runs of
+// examples/pytorch/train.py share one GPU under an agent: both finish, and
+// a restarted run resumes from its checkpoint in the job's directory.
+func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
+	const py = "/usr/bin/python3"
+	if exec.Command(py, "-c", "import torch").Run() != nil {
+		t.Skip("torch is not installed for " + py + " (Debian: apt-get install python3-torch)")
+	}
+	libOnce.Do(func() {
+		libOnce.path = filepath.Join(filepath.Dir(bin.shockwave), "libshockwave.so")
+		out, err := exec.Command("go", "build", "-buildmode=c-shared", "-o", libOnce.path, "../bindings").CombinedOutput()
+		if err != nil {
+			libOnce.err = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if libOnce.err != nil {
+		t.Fatal(libOnce.err)
+	}
+	repo, _ := filepath.Abs("..")
+	// Rounds of 5 s: importing torch takes seconds here, and a run that
+	// has not started training by the end of its lease makes no progress.
+	c := newCluster(t, "--gpus", "1", "--round", "5s")
+	c.startAgent("node-0", 1)
+	env := []string{"--env", "PYTHONPATH=" + filepath.Join(repo, "bindings", "python"), "--env", "SHOCKWAVE_LIBRARY=" + libOnce.path}
+	var jobs []string
+	for range 2 {
+		jobs = append(jobs, c.submit(env, py, filepath.Join(repo, "examples", "pytorch", "train.py"),
+			"--epochs", "4", "--workers", "0", "--step-delay", "0.01"))
+	}
+	restarted := 0
+	for _, j := range jobs {
+		st := c.waitState(j, "completed", 150*time.Second)
+		out := c.output(j)
+		if st.Epoch != 4 || !strings.Contains(out, "done: 4 epochs") {
+			t.Errorf("%s: epoch %d\n%s", j, st.Epoch, out)
+		}
+		if strings.Contains(out, "restarting from") {
+			restarted++
+		}
+	}
+	if restarted == 0 {
+		t.Errorf("no run restarted from its checkpoint:\n%s\n%s", c.output(jobs[0]), c.output(jobs[1]))
 	}
 }

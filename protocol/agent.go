@@ -163,13 +163,11 @@ var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ReservedEnv lists the variables the agent sets itself; a submission may
 // not set them (a job may not pose as another or change its devices).
-var ReservedEnv = []string{"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-	"MASTER_ADDR", "MASTER_PORT", "NODE_RANK"}
+var ReservedEnv = []string{"SHOCKWAVE_JOB_ID", "SHOCKWAVE_NATS_URL", "SHOCKWAVE_EXIT_MODE", "SHOCKWAVE_CHECKPOINT_DIR",
+	"SHOCKWAVE_CREDS", "SHOCKWAVE_TOKEN", "SHOCKWAVE_PREFIX", "SHOCKWAVE_NODE", "SHOCKWAVE_ATTEMPT",
+	"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"}
 
 func reservedEnv(k string) bool {
-	if strings.HasPrefix(k, "SHOCKWAVE_") || strings.HasPrefix(k, "NATS_") {
-		return true
-	}
 	for _, r := range ReservedEnv {
 		if k == r {
 			return true
@@ -187,7 +185,7 @@ func ValidateEnv(msg, field, kv string) error {
 	case !envKeyPattern.MatchString(k):
 		return fieldErr(msg, field, "variable name %.40q: use letters, digits and '_', not starting with a digit", k)
 	case reservedEnv(k):
-		return fieldErr(msg, field, "%s is set by the agent (reserved: SHOCKWAVE_*, NATS_*, %s)", k, strings.Join(ReservedEnv, ", "))
+		return fieldErr(msg, field, "%s is set by the agent (reserved: %s)", k, strings.Join(ReservedEnv, ", "))
 	case strings.ContainsRune(v, 0):
 		return fieldErr(msg, field, "value of %s contains a NUL byte", k)
 	}

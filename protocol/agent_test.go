@@ -88,3 +88,18 @@ func TestAgentSubject_SplitsNodeAndVerb(t *testing.T) {
 		}
 	}
 }
+
+func FuzzDecodeSubmit(f *testing.F) {
+	f.Add([]byte(goodSubmit))
+	fuzzDecoder(f, protocol.DecodeSubmit, (*protocol.Submit).Validate)
+}
+
+func FuzzDecodeAgentReport(f *testing.F) {
+	f.Add([]byte(`{"v":1,"node":"n","job":"j","attempt":1,"since":3,"event":"exited","code":1,"detail":"x"}`))
+	fuzzDecoder(f, protocol.DecodeAgentReport, (*protocol.AgentReport).Validate)
+}
+
+func FuzzDecodeNodeDesired(f *testing.F) {
+	f.Add([]byte(`{"v":1,"node":"n","round":3,"now":100,"jobs":[{"job":"j","attempt":0,"since":2,"command":["x"],"devices":[0,1],"procs":2,"rank_offset":0,"world_size":2,"master_addr":"h","master_port":29500,"expiry":110}]}`))
+	fuzzDecoder(f, protocol.DecodeNodeDesired, (*protocol.NodeDesired).Validate)
+}
