@@ -7,7 +7,7 @@
 // locks: one goroutine owns it. The simulator drives Core on a virtual clock
 // with exactly the events a job's SDK sends; the service drives it from NATS.
 //
-// A round (spec §3.3, DESIGN.md "Data flow"): events since the previous tick
+// A round (spec §3.3): events since the previous tick
 // update each job's progress, batch size and throughput and are passed to the
 // policy; at the tick, leases that produced no progress count as failures,
 // registrations are admitted, the policy allocates, gangs are placed on
@@ -47,15 +47,17 @@
 //
 // A policy plans against the GPU count (policy.Snapshot.Nodes tells it the
 // node sizes; Shockwave's market uses them, see package policy). When the
-// plan fits the count but not the nodes, Core repairs it, deterministically:
-// if pinning the previous devices (rule 1) leaves some planned job without
-// a place, it places the plan again from scratch (rules 2-4, jobs may move)
-// and keeps whichever of the two places more jobs (the pinned one on a
-// tie). Jobs still without a place are dropped from the round, and then
-// active jobs the plan left waiting are back-filled, in admission order,
-// wherever they fit. Dropped jobs are explained "plan repair: …", back-filled
-// ones too, and the plan's note lists both; the policy's own plan object is
-// not modified.
+// plan fits the count but not the nodes, Core repairs it, deterministically.
+// It tries four placements and keeps the first that places every planned
+// job, else the one that places the most GPUs (the earliest on a tie): pin first
+// (rules 1-4 as above); evict (then each gang left out evicts the kept jobs
+// of the one node where the fewest of them make room, and those are fitted
+// anew); keep in turn (widest first, each job keeping its devices if they
+// are still free); repack (widest first from scratch). Jobs still without a
+// place are dropped from the round, and then active jobs the plan left
+// waiting are back-filled, in admission order, wherever they fit. Moved,
+// dropped and back-filled jobs are explained ("plan repair: …") and named
+// in the plan's note; the policy's own plan object is not modified.
 //
 // # Membership (nodes.go)
 //

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -257,6 +258,14 @@ func replyCode(err error) protocol.ErrorCode {
 func sameConfig(a, b *configRecord) bool {
 	return a.GPUs == b.GPUs && a.RoundSeconds == b.RoundSeconds && a.MaxFailed == b.MaxFailed &&
 		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
-		a.Dynamic == b.Dynamic && reflect.DeepEqual(a.Cluster, b.Cluster) &&
+		a.Dynamic == b.Dynamic && reflect.DeepEqual(a.Cluster, b.Cluster) && a.Reallocate == b.Reallocate &&
 		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
+}
+
+// orNone shows a logged policy configuration in an error message.
+func orNone(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "none"
+	}
+	return string(raw)
 }

@@ -69,12 +69,16 @@ type configRecord struct {
 	// (absent in logs of a flat pool); Dynamic marks membership by agents.
 	Cluster *topology.Cluster `json:"cluster,omitempty"`
 	Dynamic bool              `json:"dynamic,omitempty"`
+	// Reallocate is policy.Options.ReallocateOnChange (Gavel-round
+	// baselines only; absent, i.e. false, in logs from before it existed).
+	Reallocate bool `json:"reallocate_on_change,omitempty"`
 }
 
 func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord, error) {
 	rec := configRecord{V: protocol.Version, GPUs: cfg.GPUs, RoundSeconds: cfg.RoundSeconds,
 		MaxFailed: cfg.MaxFailedLeases, RuntimeLimit: cfg.RuntimeLimitFactor,
-		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol, Dynamic: cfg.Dynamic}
+		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol, Dynamic: cfg.Dynamic,
+		Reallocate: opts.ReallocateOnChange}
 	if cl := cfg.Cluster; len(cl.Nodes) > 0 && !reflect.DeepEqual(cl, topology.Flat(cfg.GPUs)) {
 		rec.Cluster = &topology.Cluster{Nodes: slices.Clone(cl.Nodes)}
 	}
@@ -94,7 +98,7 @@ func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord,
 
 // core builds the Core and the policy the record describes.
 func (r *configRecord) core() (*Core, error) {
-	opts := policy.Options{}
+	opts := policy.Options{ReallocateOnChange: r.Reallocate}
 	if len(r.PolicyConfig) > 0 {
 		opts.Config = r.PolicyConfig
 	}

@@ -406,3 +406,39 @@ func TestCore_RandomMembershipLeasesMatchTheNodes(t *testing.T) {
 	}
 	t.Logf("%d RUN leases checked", runs)
 }
+
+// TestRepair_EvictsTheFewestKeptJobs: on two nodes of 4, node-0 holding two
+// 1-GPU jobs and node-1 one 2-GPU job, a planned 4-GPU gang evicts the one
+// job of node-1 (which moves to node-0's free devices) rather than the two
+// of node-0; the note names the moved job.
+func TestRepair_EvictsTheFewestKeptJobs(t *testing.T) {
+	nodes := topology.Uniform(2, 4).Nodes
+	c, err := NewCore(Config{Cluster: topology.Cluster{Nodes: nodes}}, gavelForTest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(id string, w int, node string, devs ...int) *job {
+		j := &job{state: Active, leaseRound: -1}
+		j.view.ID, j.view.Workers = id, w
+		if node != "" {
+			j.leaseRound, j.devices = 0, []protocol.NodeDevices{{Node: node, Devices: devs}}
+		}
+		return j
+	}
+	a, b, cc, w := mk("a", 1, "node-0", 0), mk("b", 1, "node-0", 1), mk("c", 2, "node-1", 1, 2), mk("w", 4, "")
+	c.active, c.round = []*job{a, b, cc, w}, 1
+	plan := []*job{a, b, cc, w}
+	run, np := c.placeRun(newPlacer(nodes), plan, plan, &policy.Plan{Run: ids(plan)})
+	if len(run) != 4 {
+		t.Fatalf("placed %v (%s)", ids(run), np.Note)
+	}
+	if !sameGrant(a.next, a.devices) || !sameGrant(b.next, b.devices) {
+		t.Errorf("a or b moved: %v %v", a.next, b.next)
+	}
+	if fmt.Sprint(w.next) != "[{node-1 [0 1 2 3]}]" || fmt.Sprint(cc.next) != "[{node-0 [2 3]}]" {
+		t.Errorf("w %v, c %v", w.next, cc.next)
+	}
+	if np.Note != "repair: repacked the nodes, moving [c]" {
+		t.Errorf("note %q", np.Note)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
 )
 
 // placeRun places the plan's jobs on devices (setting each placed job's
@@ -18,13 +19,19 @@ import (
 func (c *Core) placeRun(p *placer, run, waiting []*job, plan *policy.Plan) ([]*job, *policy.Plan) {
 	order := slices.Clone(run)
 	slices.SortStableFunc(order, func(a, b *job) int { return cmp.Compare(b.view.Workers, a.view.Workers) })
-	best, mode := c.attempt(p, order, pinFirst), pinFirst
-	for m := keepInTurn; m <= repack && best < len(order); m++ {
-		if n := c.attempt(p, order, m); n > best {
+	need := 0
+	for _, j := range order {
+		need += j.view.Workers
+	}
+	c.attempt(p, order, pinFirst)
+	best, mode := placedGPUs(order), pinFirst
+	for m := pinFirst + 1; m <= repack && best < need; m++ {
+		c.attempt(p, order, m)
+		if n := placedGPUs(order); n > best {
 			best, mode = n, m
 		}
 	}
-	if best < len(order) && mode != repack {
+	if best < need && mode != repack {
 		c.attempt(p, order, mode) // restore the best attempt
 	}
 	repacked := mode != pinFirst
@@ -67,25 +74,36 @@ func (c *Core) placeRun(p *placer, run, waiting []*job, plan *policy.Plan) ([]*j
 	return append(kept, filled...), repairedPlan(plan, dropped, filled, moved)
 }
 
+// placedGPUs is the GPUs of the jobs of order that have a grant.
+func placedGPUs(order []*job) int {
+	n := 0
+	for _, j := range order {
+		if j.next != nil {
+			n += j.view.Workers
+		}
+	}
+	return n
+}
+
 // Placement attempts, in the order tried: a later one is kept only when it
-// places more jobs.
+// places more GPUs (so a wide gang is not traded for narrow ones).
 const (
 	pinFirst   = iota // jobs that ran keep their devices before anyone else is placed
+	evict             // pinFirst, then gangs left out evict the fewest kept jobs of one node
 	keepInTurn        // widest first, each job keeping its devices if still free
 	repack            // widest first, from scratch
 )
 
 // attempt places order (widest first) from an empty cluster, resident jobs
-// before the others, and returns the number of jobs placed. A job that ran
-// in the previous round keeps its devices when they are all still there and
-// free: before anyone else is placed (pinFirst), when its turn comes
+// before the others. A job that ran in the previous round keeps its devices
+// when they are all still there and free: before anyone else is placed (pinFirst), when its turn comes
 // (keepInTurn), or not at all (repack); the others are fitted (placer.fit).
-func (c *Core) attempt(p *placer, order []*job, mode int) int {
+func (c *Core) attempt(p *placer, order []*job, mode int) {
 	p.reset()
-	placed := 0
+	placed := 0 // jobs: the eviction is skipped when every one has a place
 	for _, j := range order {
 		j.next = nil
-		if mode == pinFirst && c.ranLast(j) && p.keep(j.devices) {
+		if (mode == pinFirst || mode == evict) && c.ranLast(j) && p.keep(j.devices) {
 			j.next = j.devices
 			placed++
 		}
@@ -105,7 +123,71 @@ func (c *Core) attempt(p *placer, order []*job, mode int) int {
 			}
 		}
 	}
-	return placed
+	if mode == evict && placed < len(order) {
+		c.evictFor(p, order)
+	}
+}
+
+// evictFor places the gangs pinFirst left out (widest first, not resident,
+// no wider than a node) by evicting jobs that kept their devices: on the
+// node where the fewest kept jobs (then the fewest GPUs) free enough room,
+// narrowest first. Evicted jobs are then fitted anew, widest first; they
+// evict nobody, and one that finds no room is left out.
+func (c *Core) evictFor(p *placer, order []*job) {
+	byNode := make(map[int][]*job)
+	for _, j := range order {
+		if j.next != nil && j.node == "" && len(j.next) == 1 && c.ranLast(j) {
+			n := p.index[j.next[0].Node]
+			byNode[n] = append(byNode[n], j)
+		}
+	}
+	for _, js := range byNode {
+		slices.SortStableFunc(js, func(a, b *job) int { return cmp.Compare(a.view.Workers, b.view.Workers) })
+	}
+	var evicted []*job
+	out := make(map[*job]bool)
+	for _, u := range order {
+		w := u.view.Workers
+		if u.next != nil || u.node != "" || w > p.maxK || out[u] {
+			continue
+		}
+		best, bestK, bestW := -1, 0, 0
+		for n := range p.nodes {
+			if p.nodes[n].GPUs < w {
+				continue
+			}
+			k, freed := 0, p.free[n]
+			for _, j := range byNode[n] {
+				if freed >= w {
+					break
+				}
+				if j.next != nil {
+					k, freed = k+1, freed+j.view.Workers
+				}
+			}
+			if freed >= w && (best < 0 || k < bestK || k == bestK && freed-p.free[n] < bestW) {
+				best, bestK, bestW = n, k, freed-p.free[n]
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		for _, j := range byNode[best] {
+			if p.free[best] >= w {
+				break
+			}
+			if j.next != nil {
+				p.release(j.next)
+				j.next, out[j] = nil, true
+				evicted = append(evicted, j)
+			}
+		}
+		u.next = []protocol.NodeDevices{{Node: p.nodes[best].Name, Devices: p.take(best, w, nil)}}
+	}
+	slices.SortStableFunc(evicted, func(a, b *job) int { return cmp.Compare(b.view.Workers, a.view.Workers) })
+	for _, j := range evicted {
+		j.next = p.fit(j.view.Workers, "", nil)
+	}
 }
 
 // ranLast reports a job holding a valid RUN lease of the previous round.

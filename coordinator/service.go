@@ -90,6 +90,9 @@ func (c *ServiceConfig) validate() error {
 		return err
 	}
 	c.Policy = name
+	if !policy.UsesGavelRound(name) {
+		c.PolicyOptions.ReallocateOnChange = false // recorded only where it means something
+	}
 	if c.Logger == nil {
 		nop := zerolog.Nop()
 		c.Logger = &nop
@@ -131,6 +134,7 @@ type Service struct {
 	tickFired  time.Time // when the timer fired for it
 	tickWanted time.Time // when the next tick is due
 	deadline   time.Time // what the timer is set to
+	web        webLog    // recent rounds for the web view
 
 	ready  atomic.Bool
 	seq    atomic.Uint64
@@ -140,6 +144,7 @@ type Service struct {
 type statusRequest struct {
 	msg *nats.Msg
 	req *protocol.StatusRequest
+	web chan<- WebState // set for the web view instead of msg
 }
 
 // NewService returns a service that will talk over nc. Run starts it.
@@ -233,9 +238,10 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 	}
 	if logged != nil {
 		if !sameConfig(logged, &mine) {
-			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, re-allocate on change %v, policy config %s); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
-				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
+				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace,
+				logged.Reallocate, orNone(logged.PolicyConfig))
 		}
 		return nil
 	}
@@ -400,7 +406,7 @@ func (s *Service) goLive() {
 	s.live = true
 	took := time.Since(s.started)
 	s.m.replaySeconds.Set(took.Seconds())
-	s.log.Info().Uint64("records", s.catchUp).Dur("took", took).Int("next_round", s.nextRound()).Msg("log replayed; serving")
+	s.log.Info().Uint64("records", s.catchUp).Float64("took_s", took.Seconds()).Int("next_round", s.nextRound()).Msg("log replayed; serving")
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
 	if last := s.fold.last; last != nil {

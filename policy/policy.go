@@ -116,6 +116,11 @@ type Options struct {
 	// OnSolve, when set, receives every market instance a market-based
 	// policy solves, after the solve (for `simulate --dump-instances`).
 	OnSolve func(*market.Instance)
+	// ReallocateOnChange makes the Gavel-round baselines re-allocate as
+	// soon as jobs arrive or leave while GPUs would stay idle, instead of
+	// at most every DefaultMinResetSeconds (GavelRound). Live coordinators
+	// turn it on; the simulator leaves it off, like the original.
+	ReallocateOnChange bool
 }
 
 var (

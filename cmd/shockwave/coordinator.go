@@ -37,12 +37,12 @@ var signalContext = func() (context.Context, context.CancelFunc) {
 
 type coordFlags struct {
 	listen, natsURL, natsCreds, dataDir, policy, config, http, prefix string
-	auth, token, tokenFile, logFormat, logLevel                       string
+	auth, token, tokenFile, logFormat, logLevel, info                 string
 	nodes, cluster                                                    string
 	gpus, maxMessage, replicas                                        int
 	round, jobTimeout, leaseGrace                                     time.Duration
 	agentTimeout                                                      time.Duration
-	agents                                                            bool
+	agents, reallocate                                                bool
 }
 
 func (f *coordFlags) register(fs *flag.FlagSet) {
@@ -56,7 +56,9 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length (at least 1s)")
 	fs.StringVar(&f.policy, "policy", "shockwave", "allocation policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (JSON, e.g. the original's Shockwave config)")
-	fs.StringVar(&f.http, "http", "", "serve /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off)")
+	fs.StringVar(&f.info, "info", "", "what Shockwave's forecasts may read: `online` (events only; the default) or profile (each job's declared schedule); overrides the config's info key")
+	fs.BoolVar(&f.reallocate, "reallocate-on-change", true, "Gavel-round baselines (gavel, themis, allox, mst, ossp): re-allocate as soon as jobs arrive or leave while GPUs are idle, not at most every 1,000 s as in the original")
+	fs.StringVar(&f.http, "http", "", "serve the live web view (/), /api/state, /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off; no authentication)")
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", 0, "added to a lease's end to form its expiry (default a quarter round)")
@@ -104,6 +106,9 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 		return usageError{err}
 	}
 	if f.http != "" {
+		if !coordinator.IsLoopback(f.http) {
+			log.Warn().Str("http", f.http).Msg("the web view, /api/state and /metrics are read-only but unauthenticated: anyone who reaches this address sees job names, models and the plan")
+		}
 		srv, err := serveHTTP(f.http, coordinator.Handler(reg, svc), &log)
 		if err != nil {
 			return err
@@ -116,6 +121,7 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 	}
 	cfg := svc.Config()
 	log.Info().Str("policy", cfg.Policy).Int("gpus", cfg.Core.GPUs).Str("cluster", cfg.Core.Cluster.String()).Float64("round_s", cfg.Core.RoundSeconds).
+		Bool("reallocate_on_change", cfg.PolicyOptions.ReallocateOnChange).
 		Float64("job_timeout_s", cfg.Core.JobTimeoutSeconds).Str("prefix", cfg.Prefix).Msg("coordinator starting")
 	err = svc.Run(ctx)
 	log.Info().Msg("coordinator stopped")
@@ -164,15 +170,9 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
 		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
-	if f.config != "" {
-		raw, err := os.ReadFile(f.config)
-		if err != nil {
-			return cfg, "", badInput("--config: %v", err)
-		}
-		if !json.Valid(raw) {
-			return cfg, "", badInput("--config: %s is not valid JSON", f.config)
-		}
-		cfg.PolicyOptions.Config = json.RawMessage(raw)
+	cfg.PolicyOptions.ReallocateOnChange = f.reallocate && policy.UsesGavelRound(name)
+	if err := f.policyConfig(&cfg, name); err != nil {
+		return cfg, "", err
 	}
 	if f.tokenFile != "" {
 		raw, err := os.ReadFile(f.tokenFile)
@@ -188,6 +188,43 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", badInput("--auth token needs --token, --token-file or $SHOCKWAVE_TOKEN")
 	}
 	return cfg, mode, nil
+}
+
+// policyConfig reads --config and applies --info to it.
+func (f *coordFlags) policyConfig(cfg *coordinator.ServiceConfig, name string) error {
+	var raw []byte
+	if f.config != "" {
+		var err error
+		if raw, err = os.ReadFile(f.config); err != nil {
+			return badInput("--config: %v", err)
+		}
+		if !json.Valid(raw) {
+			return badInput("--config: %s is not valid JSON", f.config)
+		}
+		cfg.PolicyOptions.Config = json.RawMessage(raw)
+	}
+	if f.info == "" {
+		return nil
+	}
+	if f.info != policy.InfoOnline && f.info != policy.InfoProfile {
+		return badInput("--info: unknown mode %q (want online or profile)", f.info)
+	}
+	if name != "shockwave" {
+		return badInput("--info: only the shockwave policy forecasts (policy %s)", name)
+	}
+	keys := map[string]json.RawMessage{}
+	if raw != nil {
+		if err := json.Unmarshal(raw, &keys); err != nil {
+			return badInput("--config: %s is not a JSON object: %v", f.config, err)
+		}
+	}
+	keys["info"], _ = json.Marshal(f.info)
+	merged, _ := json.Marshal(keys)
+	if _, err := policy.ParseShockwaveConfig(merged); err != nil {
+		return badInput("--config: %s: %v", f.config, err)
+	}
+	cfg.PolicyOptions.Config = json.RawMessage(merged)
+	return nil
 }
 
 // connect embeds a server or dials the cluster; shutdown stops what it
@@ -235,7 +272,8 @@ func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, badInput("--log-level: unknown level %q", level)
 	}
 	if format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		// Colours only on a terminal: a file or a pipe gets plain text.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !isTerminal(w)}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
@@ -251,6 +289,6 @@ func serveHTTP(addr string, h http.Handler, log *zerolog.Logger) (*http.Server, 
 			log.Error().Err(err).Msg("http server")
 		}
 	}()
-	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics and /healthz")
+	log.Info().Str("addr", ln.Addr().String()).Str("web_view", "http://"+ln.Addr().String()+"/").Msg("serving the web view, /api/state, /metrics and /healthz")
 	return srv, nil
 }

@@ -32,7 +32,7 @@ type simFlags struct {
 	gpus, generate                                     int
 	seed                                               uint64
 	round                                              time.Duration
-	compat                                             bool
+	compat, reallocate                                 bool
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
@@ -52,6 +52,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
 	fs.StringVar(&f.dump, "dump-instances", "", "write every market instance the shockwave policy solves into `DIR` (read them with shockwave solve)")
 	fs.BoolVar(&f.compat, "compat", false, "reproduce the original simulator's bugs (README: compatibility mode)")
+	fs.BoolVar(&f.reallocate, "reallocate-on-change", false, "Gavel-round baselines re-allocate as soon as jobs arrive or leave while GPUs are idle (a live coordinator's default; off here, like the original)")
 	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
 	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
 	if err := parseFlags(fs, args); err != nil {
@@ -99,7 +100,13 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.forecasts != "" {
 		i := slices.Index(names, "shockwave")
-		return writeForecastReport(f.forecasts, f.info, results[i], stdout)
+		// With --format json stdout holds the one JSON document; the
+		// summary table goes to stderr (the file has it too).
+		w := stdout
+		if f.format == "json" {
+			w = stderr
+		}
+		return writeForecastReport(f.forecasts, f.info, results[i], w)
 	}
 	return nil
 }
@@ -149,6 +156,7 @@ func (f *simFlags) load(gpusSet bool) (sim.Config, error) {
 	}
 	sw.Info = f.info
 	cfg.Options.Config = sw
+	cfg.Options.ReallocateOnChange = f.reallocate
 	if err := sim.CheckWorkload(jobs, thr); err != nil {
 		return cfg, usageError{err}
 	}

@@ -115,7 +115,7 @@ func printStatus(w io.Writer, r *protocol.StatusReply) error {
 		}
 		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%d\t%s\t%s\t%s\t%s\t%.2f\t%s\t%.2f\t%s\n", e.Job, e.Run, e.Share, e.PlannedRounds,
 			secs(e.ForecastRemaining), band, dash(e.ForecastPrior), count(e.Regime), e.ChangeProb,
-			secs(e.FairShareFinish), e.ProjectedRho, e.Reason)
+			fairFinish(e.FairShareFinish, r.Now), e.ProjectedRho, e.Reason)
 	}
 	return tw.Flush()
 }
@@ -193,6 +193,19 @@ func secs(s float64) string {
 		return "-"
 	}
 	return (time.Duration(s) * time.Second).String()
+}
+
+// fairFinish shows a fair-share finish time (seconds on the coordinator's
+// clock, like now) relative to now: "in 1h2m3s" or "5m0s ago".
+func fairFinish(at, now float64) string {
+	if at <= 0 || now <= 0 {
+		return "-"
+	}
+	d := (time.Duration(at-now) * time.Second).Round(time.Second)
+	if at-now < 0 {
+		return (-d).String() + " ago"
+	}
+	return "in " + d.String()
 }
 
 func dash(s string) string {
