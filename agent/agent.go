@@ -326,7 +326,7 @@ func (a *Agent) startWanted() {
 // credsFile fetches job's credentials into the private directory.
 func (a *Agent) credsFile(job string) (string, error) {
 	data, _ := json.Marshal(protocol.CredsRequest{V: protocol.Version, Node: a.cfg.Node, Job: job})
-	m, err := a.cfg.Conn.Request(a.subj.AgentCreds(a.cfg.Node), data, 5*time.Second)
+	m, err := a.cfg.Conn.Request(a.subj.AgentCreds(a.cfg.Node), data, 2*time.Second)
 	if err != nil {
 		return "", fmt.Errorf("fetching credentials: %w", err)
 	}
