@@ -1,8 +1,3 @@
-// Package headless drives a real headless Chromium for tests: it starts the
-// browser with --remote-debugging-pipe and speaks the Chrome DevTools
-// Protocol over that pipe (JSON messages separated by NUL bytes on file
-// descriptors 3 and 4), so no WebSocket client is needed. It covers what the
-// web view's tests use: open a page, evaluate JavaScript, take a screenshot.
 package headless
 
 import (
@@ -43,7 +38,7 @@ type Browser struct {
 	in      *os.File // the browser's replies (its fd 4)
 	dir     string
 	session string
-	stderr  bytes.Buffer
+	stderr  syncBuffer
 
 	mu      sync.Mutex
 	next    int
@@ -165,7 +160,7 @@ func (b *Browser) call(ctx context.Context, session, method string, params any, 
 		return err
 	}
 	if _, err := b.out.Write(append(data, 0)); err != nil {
-		return fmt.Errorf("headless: %s: %w (browser stderr: %s)", method, err, b.stderr.String())
+		return fmt.Errorf("headless: %s: browser closed the pipe (%w; its stderr: %q)", method, err, b.stderr.String())
 	}
 	select {
 	case r := <-ch:
@@ -177,7 +172,7 @@ func (b *Browser) call(ctx context.Context, session, method string, params any, 
 		}
 		return nil
 	case <-b.done:
-		return fmt.Errorf("headless: %s: browser closed the pipe (%v)", method, b.readErr)
+		return fmt.Errorf("headless: %s: browser closed the pipe (%v; its stderr: %q)", method, b.readErr, b.stderr.String())
 	case <-ctx.Done():
 		return fmt.Errorf("headless: %s: %w", method, ctx.Err())
 	}
@@ -265,4 +260,23 @@ func (b *Browser) Close() error {
 	}
 	b.in.Close()
 	return os.RemoveAll(b.dir)
+}
+
+// syncBuffer is the browser's stderr, written by exec's copier while a
+// failing call reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
