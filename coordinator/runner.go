@@ -87,28 +87,6 @@ func decodeNodeRecord(data []byte) (*nodeRecord, error) {
 	return &r, nil
 }
 
-// nodeTopology is Core's node membership (Core.JoinNode, Core.LeaveNode).
-// A Core without it schedules one flat pool, which the runner calls
-// "node-0" (topology.Flat).
-type nodeTopology interface {
-	JoinNode(topology.Node) error
-	LeaveNode(name string) error
-}
-
-func coreJoin(c *Core, n topology.Node) error {
-	if t, ok := any(c).(nodeTopology); ok {
-		return t.JoinNode(n)
-	}
-	return nil
-}
-
-func coreLeave(c *Core, name string) error {
-	if t, ok := any(c).(nodeTopology); ok {
-		return t.LeaveNode(name)
-	}
-	return nil
-}
-
 // applyRunner folds the runner's records; ok is false for other subjects.
 func (f *fold) applyRunner(r record) (outcome, bool) {
 	switch r.Subject {
@@ -203,7 +181,7 @@ func (f *fold) node(r record) outcome {
 				break
 			}
 		}
-		if err = coreJoin(f.core, topology.Node{Name: h.Node, GPUs: h.GPUs, Type: h.Type}); err == nil {
+		if err = f.core.JoinNode(topology.Node{Name: h.Node, GPUs: h.GPUs, Type: h.Type}); err == nil {
 			f.run.nodes[h.Node] = h
 		}
 	}
@@ -222,7 +200,7 @@ func (f *fold) node(r record) outcome {
 // leave removes a node: Core suspends the jobs placed there, and their
 // grants on every node end now (a gang that lost a node stops as a whole).
 func (f *fold) leave(name string) error {
-	if err := coreLeave(f.core, name); err != nil {
+	if err := f.core.LeaveNode(name); err != nil {
 		return err
 	}
 	delete(f.run.nodes, name)
@@ -312,8 +290,8 @@ func (rn *runner) afterTick(leases map[string]protocol.Lease) {
 	}
 }
 
-// leaseNodes is a RUN lease's grant per node. A Core without node topology
-// leaves Devices empty: its flat pool is one node, "node-0".
+// leaseNodes is a RUN lease's grant per node; a lease without Devices (a
+// log written before leases named them) is on the flat pool's "node-0".
 func (f *fold) leaseNodes(l protocol.Lease) []protocol.NodeDevices {
 	if len(l.Devices) > 0 {
 		return l.Devices
