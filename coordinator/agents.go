@@ -329,7 +329,10 @@ func (s *Service) checkAgents(ctx context.Context) {
 			_, err := s.js.Publish(ctx, s.subj.Prefix+"."+logNode, data)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn().Err(err).Str("node", node).Msg("cannot log a node leaving; will retry")
-				s.agentq <- agentRequest{verb: "retry-leave", node: node}
+				select {
+				case s.agentq <- agentRequest{verb: "retry-leave", node: node}:
+				case <-ctx.Done():
+				}
 			}
 		}()
 	}
