@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -42,5 +44,28 @@ func TestNewJobID_IsReadableAndUnique(t *testing.T) {
 	}
 	if newJobID("x", "") == newJobID("x", "") {
 		t.Errorf("two ids of one name are equal")
+	}
+}
+
+// TestMain lets the test binary serve as the cluster demo's training job:
+// the in-process demo below starts os.Executable() demo-train.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "demo-train" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestClusterDemo_InProcessCoordinatorAndAgentsFinishEveryJob runs the
+// cluster demo's coordinator service and agents in this process (so that
+// `go test -race` checks them) with real demo-train processes.
+func TestClusterDemo_InProcessCoordinatorAndAgentsFinishEveryJob(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := runClusterDemo([]string{"--nodes", "2x1", "--jobs", "3", "--train", "builtin", "--timeout", "90s"}, &out, &errb)
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out.String(), errb.String())
+	}
+	if n := strings.Count(out.String(), " completed "); n != 3 {
+		t.Errorf("%d jobs completed, want 3:\n%s", n, out.String())
 	}
 }

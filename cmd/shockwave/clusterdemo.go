@@ -49,7 +49,7 @@ func runClusterDemo(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&d.round, "round", time.Second, "round length")
 	fs.StringVar(&d.policy, "policy", "shockwave", "allocation policy: "+strings.Join(policy.Names(), ", "))
 	fs.DurationVar(&d.timeout, "timeout", 5*time.Minute, "give up after this long")
-	fs.StringVar(&d.train, "train", "", "examples/go-train binary (default: go-train next to this binary or on $PATH)")
+	fs.StringVar(&d.train, "train", "", "examples/go-train binary (default: go-train next to this binary or on $PATH; \"builtin\": this binary's demo-train)")
 	fs.StringVar(&d.pytorch, "pytorch", "", "examples/pytorch/train.py to submit too (needs python3 with torch and the shockwave package)")
 	fs.StringVar(&d.work, "work-dir", "", "shared work directory of the agents (default: a temporary one)")
 	if err := parseFlags(fs, args); err != nil {
@@ -70,8 +70,11 @@ func runClusterDemo(args []string, stdout, stderr io.Writer) error {
 	if d.policy, err = policy.Canonical(d.policy); err != nil {
 		return usageError{err}
 	}
-	if d.train == "" {
+	switch d.train {
+	case "":
 		d.train = findGoTrain()
+	case "builtin":
+		d.train = ""
 	}
 	return d.run(stdout, stderr)
 }
