@@ -70,6 +70,7 @@ func TestAgents_KilledAgentsJobsAreRescheduledElsewhere(t *testing.T) {
 	if len(children) == 0 {
 		t.Fatalf("the agent of %s runs no process", first)
 	}
+	killed := time.Now()
 	c.killAgent(first)
 	eventually(t, 5*time.Second, "the job's process dies with its agent", func() bool {
 		for _, pid := range children {
@@ -79,6 +80,11 @@ func TestAgents_KilledAgentsJobsAreRescheduledElsewhere(t *testing.T) {
 		}
 		return true
 	})
+	eventually(t, 60*time.Second, "the job restarts on another node", func() bool {
+		n := c.starts(job)
+		return n[len(n)-1] != first
+	})
+	t.Logf("restarted %.1fs after the SIGKILL of %s's agent (agent timeout 1.5s, 1s rounds)", time.Since(killed).Seconds(), first)
 	st := c.waitState(job, "completed", 90*time.Second)
 	nodes := c.starts(job)
 	if nodes[len(nodes)-1] == first {
