@@ -222,12 +222,12 @@ func count(n int) string {
 	return strconv.Itoa(n)
 }
 
-// printReasons lists why jobs ended, or the last failed exit of a
-// submitted job.
+// printReasons lists why jobs failed, expired or were cancelled, and the
+// last failed exit of a running submitted job.
 func printReasons(w io.Writer, jobs []protocol.JobInfo) {
 	first := true
 	for _, j := range jobs {
-		if j.Reason == "" {
+		if j.Reason == "" || j.State == "completed" {
 			continue
 		}
 		if first {
