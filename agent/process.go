@@ -71,7 +71,7 @@ func (a *Agent) env(as protocol.Assignment, i int, devs []int, ckpt, creds strin
 		"SHOCKWAVE_NATS_URL="+a.cfg.URL,
 		"SHOCKWAVE_EXIT_MODE=1",
 		"SHOCKWAVE_CHECKPOINT_DIR="+ckpt,
-		"SHOCKWAVE_NODE="+a.cfg.Node,
+		"SHOCKWAVE_AGENT_NODE="+a.cfg.Node, // not SHOCKWAVE_NODE: that marks a resident process
 		"SHOCKWAVE_ATTEMPT="+strconv.Itoa(as.Attempt),
 		"CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","),
 		"RANK="+strconv.Itoa(as.RankOffset+i),

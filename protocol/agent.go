@@ -164,7 +164,9 @@ var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ReservedEnv lists the variables the agent sets itself; a submission may
 // not set them (a job may not pose as another or change its devices).
 var ReservedEnv = []string{"SHOCKWAVE_JOB_ID", "SHOCKWAVE_NATS_URL", "SHOCKWAVE_EXIT_MODE", "SHOCKWAVE_CHECKPOINT_DIR",
-	"SHOCKWAVE_CREDS", "SHOCKWAVE_TOKEN", "SHOCKWAVE_PREFIX", "SHOCKWAVE_NODE", "SHOCKWAVE_ATTEMPT",
+	"SHOCKWAVE_CREDS", "SHOCKWAVE_TOKEN", "SHOCKWAVE_PREFIX", "SHOCKWAVE_AGENT_NODE", "SHOCKWAVE_ATTEMPT",
+	// a resident process's node and devices (the SDK): never an agent's job
+	"SHOCKWAVE_NODE", "SHOCKWAVE_VISIBLE_DEVICES",
 	"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"}
 
 func reservedEnv(k string) bool {
