@@ -162,22 +162,13 @@ func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
 	if exec.Command(py, "-c", "import torch").Run() != nil {
 		t.Skip("torch is not installed for " + py + " (Debian: apt-get install python3-torch)")
 	}
-	libOnce.Do(func() {
-		libOnce.path = filepath.Join(filepath.Dir(bin.shockwave), "libshockwave.so")
-		out, err := exec.Command("go", "build", "-buildmode=c-shared", "-o", libOnce.path, "../bindings").CombinedOutput()
-		if err != nil {
-			libOnce.err = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if libOnce.err != nil {
-		t.Fatal(libOnce.err)
-	}
+	lib := buildLib(t)
 	repo, _ := filepath.Abs("..")
 	// Rounds of 5 s: importing torch takes seconds here, and a run that
 	// has not started training by the end of its lease makes no progress.
 	c := newCluster(t, "--gpus", "1", "--round", "5s")
 	c.startAgent("node-0", 1)
-	env := []string{"--env", "PYTHONPATH=" + filepath.Join(repo, "bindings", "python"), "--env", "SHOCKWAVE_LIBRARY=" + libOnce.path}
+	env := []string{"--env", "PYTHONPATH=" + filepath.Join(repo, "bindings", "python"), "--env", "SHOCKWAVE_LIBRARY=" + lib}
 	var jobs []string
 	for range 2 {
 		jobs = append(jobs, c.submit(env, py, filepath.Join(repo, "examples", "pytorch", "train.py"),
@@ -196,5 +187,66 @@ func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
 	}
 	if restarted == 0 {
 		t.Errorf("no run restarted from its checkpoint:\n%s\n%s", c.output(jobs[0]), c.output(jobs[1]))
+	}
+}
+
+// buildLib builds libshockwave.so once for the Python tests.
+func buildLib(t *testing.T) string {
+	libOnce.Do(func() {
+		libOnce.path = filepath.Join(filepath.Dir(bin.shockwave), "libshockwave.so")
+		out, err := exec.Command("go", "build", "-buildmode=c-shared", "-o", libOnce.path, "../bindings").CombinedOutput()
+		if err != nil {
+			libOnce.err = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if libOnce.err != nil {
+		t.Fatal(libOnce.err)
+	}
+	return libOnce.path
+}
+
+// TestAgents_DDPJobRunsOneRankPerDeviceAndResumesTogether: the 2-rank
+// torch.distributed (gloo) example under agents, sharing the cluster with
+// a 1-GPU trainer: once on one node of two GPUs (one rank per device) and
+// once across two nodes of one GPU (one rank each, rendezvous at rank 0's
+// node). Both ranks finish with the same weights.
+func TestAgents_DDPJobRunsOneRankPerDeviceAndResumesTogether(t *testing.T) {
+	const py = "/usr/bin/python3"
+	repo, _ := filepath.Abs("..")
+	script := filepath.Join(repo, "examples", "pytorch", "train_ddp.py")
+	if !exists(script) {
+		t.Skip("examples/pytorch/train_ddp.py is not in this tree")
+	}
+	if exec.Command(py, "-c", "import torch").Run() != nil {
+		t.Skip("torch is not installed for " + py + " (Debian: apt-get install python3-torch)")
+	}
+	lib := buildLib(t)
+	for _, layout := range []struct {
+		name  string
+		nodes map[string]int
+	}{{"one node", map[string]int{"node-a": 2}}, {"two nodes", map[string]int{"node-a": 1, "node-b": 1}}} {
+		t.Run(layout.name, func(t *testing.T) {
+			c := newCluster(t, "--agents", "--round", "5s")
+			for n, g := range layout.nodes {
+				c.startAgent(n, g)
+			}
+			env := []string{"--env", "PYTHONPATH=" + filepath.Join(repo, "bindings", "python"), "--env", "SHOCKWAVE_LIBRARY=" + lib}
+			ddp := c.submit(append(env, "--workers", "2", "--ranks-per-node", "2"), py, script, "--epochs", "3",
+				"--exit-mode", "--step-delay", "0.01", "--checkpoint", filepath.Join(c.dir, "ddp.pt"))
+			other := c.submit(nil, train(6, "40ms")...)
+			c.waitState(ddp, "completed", 240*time.Second)
+			c.waitState(other, "completed", 60*time.Second)
+			out := c.output(ddp)
+			finals := map[string]bool{}
+			for _, l := range strings.Split(out, "\n") {
+				if f := strings.Fields(l); len(f) == 3 && f[0] == "final" {
+					finals[f[2]] = true
+				}
+			}
+			if strings.Count(out, "\nfinal ") != 2 || len(finals) != 1 {
+				t.Errorf("want both ranks to print one final digest:\n%s", out)
+			}
+			t.Logf("%d starts of the DDP job on %v", len(c.starts(ddp)), c.starts(ddp))
+		})
 	}
 }
