@@ -270,6 +270,7 @@ func (c *Core) end(j *job, s JobState, reason string) {
 	} else {
 		c.pol.Remove(j.view.ID)
 	}
+	j.view.Measurements = nil // read by nobody once the job ended: snapshots stay bounded by the live jobs
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 

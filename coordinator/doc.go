@@ -108,23 +108,34 @@
 // message's storage timestamp as Core's clock (seconds since the Unix epoch,
 // made monotonic). Core and the policies are deterministic folds of their
 // inputs, so a restarted coordinator — after a graceful stop, a kill -9 or
-// a NATS restart — replays the whole log into a fresh Core and reaches
-// exactly the state the old one had: job table, progress, the policy's
-// posteriors and fairness targets, and therefore the next plan. Replies and
-// leases are sent only for records folded after the replay, so every
-// accepted registration is durable before it is answered; the last round's
-// leases are sent again after a replay while they are still valid.
+// a NATS restart — restores its newest snapshot, replays the log after it
+// and reaches exactly the state the old one had: job table, progress, the
+// policy's posteriors and fairness targets, and therefore the next plan.
+// Replies and leases are sent only for records folded after the replay, so
+// every accepted registration is durable before it is answered; the last
+// round's leases are sent again after a replay while they are still valid.
 //
-// After each round a snapshot (job table, last plan, round index, the log
+// The state is also snapshotted (snapshot.go, recovery.go): every
+// SnapshotRounds rounds the fold's whole state — Core, its jobs, the
+// policy's own state (Shockwave's market plan, fair-share targets and
+// bayes posteriors; the Gavel mechanism's deficits and allocations;
+// Themis's and AlloX's memory) — is encoded in a versioned, SHA-256-
+// checked envelope and stored in the object store <PREFIX>_SNAP. A
+// restart restores the newest snapshot and replays only the records
+// after it, so restart time depends on the state and one round's records,
+// not on history. The log is compacted behind the older of the two
+// snapshots kept, never by age, so no record leaves it before two durable,
+// verified snapshots cover it. A damaged log or snapshot (a lost, missing
+// or garbled record, a digest that disagrees) makes the coordinator
+// refuse to serve with an IntegrityError, unless ServiceConfig.Recover is
+// set: it then continues from the newest good snapshot and says what was
+// lost. docs/durability.md has the format and the numbers.
+//
+// After each round a summary (job table, last plan, round index, the log
 // sequence it covers and a digest) is written to the KV bucket
-// <PREFIX>_STATE, for operators (ReadSnapshot works while the coordinator is
-// down) and to verify a replay: when the replay reaches the snapshot's
-// sequence, the digests must agree (shockwave_snapshot_errors_total counts
-// disagreements). The snapshot is not used to skip the replay: restoring
-// from it would need every policy to serialize its internal state exactly,
-// which the Policy interface does not ask of them. The price is a log that
-// grows with the run (one record per event batch) and a replay time
-// proportional to it; see the README for numbers.
+// <PREFIX>_STATE, for operators (ReadSnapshot works while the coordinator
+// is down), as a high-water mark of the log, and to verify a restart: when
+// the replay reaches the summary's sequence, the digests must agree.
 //
 // The log's configuration record pins GPUs, round length, timeouts and the
 // policy: a coordinator started on the same log with other settings refuses

@@ -17,6 +17,7 @@ import (
 // record is one message of the log.
 type record struct {
 	Seq     uint64
+	Pending uint64    // records after this one in the log when it was read
 	Time    time.Time // when the stream stored it: Core's clock
 	Subject string
 	Header  nats.Header
@@ -28,7 +29,7 @@ func recordOf(m jetstream.Msg) (record, error) {
 	if err != nil {
 		return record{}, err
 	}
-	return record{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, nil
+	return record{Seq: md.Sequence.Stream, Pending: md.NumPending, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, nil
 }
 
 // seconds converts a wall-clock time to Core's clock: seconds since the

@@ -391,3 +391,67 @@ func (f *fold) placedOn(job, node string) bool {
 }
 
 var errNotPlaced = errors.New("coordinator: the job is not placed on this node")
+
+// runnerState is the runner's part of a state snapshot (snapshot.go).
+type runnerState struct {
+	V     int                   `json:"v"`
+	Subs  []submissionState     `json:"subs"`
+	Nodes []protocol.AgentHello `json:"nodes"`
+	Since map[string]int        `json:"since"`
+}
+
+type submissionState struct {
+	Spec     protocol.Submit `json:"spec"`
+	Attempt  int             `json:"attempt"`
+	Failures int             `json:"failures"`
+}
+
+// marshal encodes the runner deterministically (sorted by job and node).
+func (rn *runner) marshal() ([]byte, error) {
+	st := runnerState{V: protocol.Version, Subs: []submissionState{}, Nodes: []protocol.AgentHello{}, Since: rn.since}
+	jobs := make([]string, 0, len(rn.subs))
+	for j := range rn.subs {
+		jobs = append(jobs, j)
+	}
+	sort.Strings(jobs)
+	for _, j := range jobs {
+		s := rn.subs[j]
+		st.Subs = append(st.Subs, submissionState{Spec: s.spec, Attempt: s.attempt, Failures: s.failures})
+	}
+	for _, n := range rn.joined() {
+		st.Nodes = append(st.Nodes, rn.nodes[n])
+	}
+	return json.Marshal(st)
+}
+
+// unmarshal restores a runner that marshal encoded, validating every field.
+func (rn *runner) unmarshal(data []byte) error {
+	var st runnerState
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return err
+	}
+	if st.V != protocol.Version {
+		return fmt.Errorf("runner state version %d", st.V)
+	}
+	for _, s := range st.Subs {
+		if err := s.Spec.Validate(); err != nil || s.Spec.Job == "" || s.Attempt < 0 || s.Failures < 0 {
+			return fmt.Errorf("submission %q: %v", s.Spec.Job, err)
+		}
+		rn.subs[s.Spec.Job] = &submission{spec: s.Spec, attempt: s.Attempt, failures: s.Failures}
+	}
+	for _, h := range st.Nodes {
+		if err := h.Validate(); err != nil {
+			return err
+		}
+		rn.nodes[h.Node] = h
+	}
+	for job, r := range st.Since {
+		if protocol.ValidateJobID("runner", job) != nil || r < 0 {
+			return fmt.Errorf("grant start of %q: round %d", job, r)
+		}
+		rn.since[job] = r
+	}
+	return nil
+}

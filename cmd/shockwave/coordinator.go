@@ -42,7 +42,30 @@ type coordFlags struct {
 	gpus, maxMessage, replicas                                        int
 	round, jobTimeout, leaseGrace                                     time.Duration
 	agentTimeout                                                      time.Duration
-	agents, reallocate                                                bool
+	agents                                                            bool
+	reallocate                                                        bool
+	durability                                                        durabilityFlags
+}
+
+// durabilityFlags are the snapshot and recovery settings (docs/durability.md).
+type durabilityFlags struct {
+	recover        bool
+	snapshotRounds int
+	logMaxBytes    int64
+}
+
+func (d *durabilityFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&d.recover, "recover-from-snapshot", false, "start from the newest good snapshot when the log or the snapshots are damaged, discarding what was lost (logged); without it a damaged log stops the coordinator")
+	fs.IntVar(&d.snapshotRounds, "snapshot-rounds", coordinator.DefaultSnapshotRounds, "snapshot the state and compact the log every this many rounds")
+	fs.Int64Var(&d.logMaxBytes, "log-max-bytes", 0, "refuse new log records past this size (0: no limit; the log is compacted behind snapshots)")
+}
+
+func (d *durabilityFlags) apply(cfg *coordinator.ServiceConfig) error {
+	if d.snapshotRounds < 1 || d.logMaxBytes < 0 {
+		return badInput("--snapshot-rounds must be at least 1 and --log-max-bytes non-negative")
+	}
+	cfg.Recover, cfg.SnapshotRounds, cfg.LogMaxBytes = d.recover, d.snapshotRounds, d.logMaxBytes
+	return nil
 }
 
 func (f *coordFlags) register(fs *flag.FlagSet) {
@@ -71,6 +94,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the shared token from `FILE`")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.durability.register(fs)
 }
 
 func runCoordinator(args []string, _, stderr io.Writer) error {
@@ -170,6 +194,9 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
 		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
+	if err := f.durability.apply(&cfg); err != nil {
+		return cfg, "", err
+	}
 	cfg.PolicyOptions.ReallocateOnChange = f.reallocate && policy.UsesGavelRound(name)
 	if err := f.policyConfig(&cfg, name); err != nil {
 		return cfg, "", err
