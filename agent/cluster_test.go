@@ -62,9 +62,10 @@ func TestAgent_NonZeroExitsAreRetriedThenTheJobFailsWithTheReason(t *testing.T) 
 
 // TestCoordinator_Kill9LosesNoSubmittedJob: the coordinator is killed with
 // SIGKILL while submitted jobs run and wait; restarted on the same data
-// directory it still has every job, and all of them finish.
+// directory (a state snapshot every round, the log compacted behind it)
+// it still has every job, and all of them finish.
 func TestCoordinator_Kill9LosesNoSubmittedJob(t *testing.T) {
-	c := newCluster(t, "--gpus", "1")
+	c := newCluster(t, "--gpus", "1", "--snapshot-rounds", "1")
 	c.startAgent("node-0", 1)
 	var jobs []string
 	for range 3 {
@@ -73,6 +74,9 @@ func TestCoordinator_Kill9LosesNoSubmittedJob(t *testing.T) {
 	eventually(t, 20*time.Second, "a job runs", func() bool { return strings.Contains(c.output(jobs[0])+c.output(jobs[1])+c.output(jobs[2]), "epoch 1") })
 	c.killCoordinator()
 	c.startCoordinator()
+	if !strings.Contains(c.read("coordinator"), "restored the newest snapshot") {
+		t.Errorf("the restarted coordinator did not start from a state snapshot")
+	}
 	rep, err := c.status()
 	if err != nil {
 		t.Fatal(err)
