@@ -247,7 +247,7 @@ func (s *Service) answerAgent(req agentRequest) {
 		if !s.agents.leaving[req.node] {
 			s.agents.seen[req.node] = time.Now()
 		}
-		go s.respond(m, protocol.AgentReply{V: protocol.Version, Desired: s.fold.desired(req.node)})
+		go s.respond(m, protocol.AgentReply{V: protocol.Version, Desired: s.desired(req.node)})
 	case "creds":
 		if s.fold.core == nil || !s.fold.placedOn(req.job, req.node) {
 			s.agentFail(m, protocol.CodeForbidden, fmt.Errorf("%w: %s is not placed on %s", errNotPlaced, req.job, req.node))
@@ -292,13 +292,22 @@ func (s *Service) afterRunnerRecord(o *outcome) {
 	}
 }
 
+// desired is node's desired state stamped with the current time: the
+// expiries are storage times of the log (this clock), and an agent measures
+// them from Now, so Now must not lag behind when no record came lately.
+func (s *Service) desired(node string) *protocol.NodeDesired {
+	d := s.fold.desired(node)
+	d.Now = max(d.Now, seconds(time.Now()))
+	return d
+}
+
 // publishDesired sends every joined node its desired state.
 func (s *Service) publishDesired() {
 	if s.fold.core == nil {
 		return
 	}
 	for _, node := range s.fold.run.joined() {
-		data, _ := json.Marshal(s.fold.desired(node))
+		data, _ := json.Marshal(s.desired(node))
 		if err := s.nc.Publish(s.subj.Desired(node), data); err != nil {
 			s.log.Warn().Err(err).Str("node", node).Msg("cannot publish the desired state")
 		}

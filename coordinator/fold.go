@@ -115,6 +115,7 @@ func (f *fold) apply(r record) outcome {
 		return o
 	}
 	if job, ok := f.subj.EventsJob(r.Subject); ok {
+		f.run.afterEvents(job) // runner.go
 		return f.events(job, r)
 	}
 	o := outcome{kind: kindUnknown}

@@ -51,6 +51,10 @@ type runner struct {
 	subs  map[string]*submission
 	nodes map[string]protocol.AgentHello // joined nodes
 	since map[string]int                 // job → round its current grant began
+
+	// cache holds every node's assignments until dirty (desired).
+	cache map[string][]protocol.Assignment
+	dirty bool
 }
 
 type submission struct {
@@ -89,6 +93,10 @@ func decodeNodeRecord(data []byte) (*nodeRecord, error) {
 
 // applyRunner folds the runner's records; ok is false for other subjects.
 func (f *fold) applyRunner(r record) (outcome, bool) {
+	switch r.Subject {
+	case f.subj.Prefix + "." + logSubmit, f.subj.Prefix + "." + logCancel, f.subj.Prefix + "." + logNode, f.subj.Prefix + "." + logAgent:
+		f.run.dirty = true
+	}
 	switch r.Subject {
 	case f.subj.Prefix + "." + logSubmit:
 		return f.submit(r), true
@@ -278,6 +286,7 @@ func (f *fold) holds(rep *protocol.AgentReport) bool {
 
 // afterTick notes where each job's uninterrupted grant began.
 func (rn *runner) afterTick(leases map[string]protocol.Lease) {
+	rn.dirty = true
 	for job := range rn.since {
 		if _, ok := leases[job]; !ok {
 			delete(rn.since, job)
@@ -313,13 +322,27 @@ func (rn *runner) joined() []string {
 }
 
 // desired is node's desired state: every submitted job granted devices
-// there in the current round, with its processes' rank layout.
+// there in the current round, with its processes' rank layout. The
+// assignments of all nodes are built in one pass over the leases and kept
+// until a record changes them (runner.dirty).
 func (f *fold) desired(node string) *protocol.NodeDesired {
 	d := &protocol.NodeDesired{V: protocol.Version, Node: node, Now: f.now, Jobs: []protocol.Assignment{}}
 	if f.core == nil {
 		return d
 	}
+	if f.run.dirty || f.run.cache == nil {
+		f.run.cache, f.run.dirty = f.assignments(), false
+	}
 	d.Round = f.core.NextRound() - 1
+	if a := f.run.cache[node]; a != nil {
+		d.Jobs = a
+	}
+	return d
+}
+
+// assignments lays out every granted submitted job, per node.
+func (f *fold) assignments() map[string][]protocol.Assignment {
+	out := map[string][]protocol.Assignment{}
 	jobs := make([]string, 0, len(f.leases))
 	for job := range f.leases {
 		jobs = append(jobs, job)
@@ -330,44 +353,44 @@ func (f *fold) desired(node string) *protocol.NodeDesired {
 		if st, managed := f.core.Managed(job); !ok || !managed || st != Active {
 			continue
 		}
-		l := f.leases[job]
-		if a, ok := f.assignment(sub, l, node); ok {
-			d.Jobs = append(d.Jobs, a)
+		for node, a := range f.layout(sub, f.leases[job]) {
+			out[node] = append(out[node], a)
 		}
 	}
-	return d
+	return out
 }
 
-// assignment lays out the processes of a job's grant and returns node's
-// part. Each node runs RanksPerNode processes (one per device when that
-// does not divide the node's devices), ranks numbered in grant order.
-func (f *fold) assignment(sub *submission, l protocol.Lease, node string) (protocol.Assignment, bool) {
+// layout lays out the processes of a job's grant, per node. Each node runs
+// RanksPerNode processes (one per device when that does not divide the
+// node's devices), ranks numbered in grant order.
+func (f *fold) layout(sub *submission, l protocol.Lease) map[string]protocol.Assignment {
 	nodes := f.leaseNodes(l)
+	if len(nodes) == 0 {
+		return nil
+	}
 	per := max(sub.spec.RanksPerNode, 1)
-	world, offset, mine := 0, 0, -1
-	procs := make([]int, len(nodes))
+	procs, offsets, world := make([]int, len(nodes)), make([]int, len(nodes)), 0
 	for i, nd := range nodes {
 		procs[i] = per
 		if len(nd.Devices)%per != 0 {
 			procs[i] = len(nd.Devices)
 		}
-		if nd.Node == node {
-			mine, offset = i, world
-		}
+		offsets[i] = world
 		world += procs[i]
-	}
-	if mine < 0 {
-		return protocol.Assignment{}, false
 	}
 	master := nodes[0].Node
 	if h, ok := f.run.nodes[master]; ok && h.Addr != "" {
 		master = h.Addr
 	}
-	return protocol.Assignment{Job: sub.spec.Job, Attempt: sub.attempt, Since: f.run.since[sub.spec.Job],
-		Command: slices.Clone(sub.spec.Command), Env: slices.Clone(sub.spec.Env),
-		Devices: slices.Clone(nodes[mine].Devices), Procs: procs[mine], RankOffset: offset, WorldSize: world,
-		MasterAddr: master, MasterPort: masterPort(sub.spec.Job, sub.attempt, f.run.since[sub.spec.Job]),
-		Expiry: l.Expiry}, true
+	job, since := sub.spec.Job, f.run.since[sub.spec.Job]
+	out := make(map[string]protocol.Assignment, len(nodes))
+	for i, nd := range nodes {
+		out[nd.Node] = protocol.Assignment{Job: job, Attempt: sub.attempt, Since: since,
+			Command: sub.spec.Command, Env: sub.spec.Env, Devices: nd.Devices, Procs: procs[i],
+			RankOffset: offsets[i], WorldSize: world, MasterAddr: master,
+			MasterPort: masterPort(job, sub.attempt, since), Expiry: l.Expiry}
+	}
+	return out
 }
 
 // masterPort derives the rendezvous port of a run from its identity, in
@@ -454,4 +477,11 @@ func (rn *runner) unmarshal(data []byte) error {
 		rn.since[job] = r
 	}
 	return nil
+}
+
+// afterEvents notes that events of a submitted job may have ended it.
+func (rn *runner) afterEvents(job string) {
+	if _, ok := rn.subs[job]; ok {
+		rn.dirty = true
+	}
 }
