@@ -16,13 +16,14 @@ import (
 // completes and converges; jobs were suspended and resumed from their
 // checkpoint, and at least one resumed on another node than it started.
 func TestAgents_JobsRunToCompletionAcrossNodesWithSuspensionAndMigration(t *testing.T) {
-	c := newCluster(t, "--agents")
+	// Gavel time-shares the three GPUs among the five jobs round by round.
+	c := newCluster(t, "--agents", "--policy", "gavel")
 	for _, n := range []string{"node-a", "node-b", "node-c"} {
 		c.startAgent(n, 1)
 	}
 	var jobs []string
 	for range 5 {
-		jobs = append(jobs, c.submit(nil, train(6, "25ms")...))
+		jobs = append(jobs, c.submit(nil, train(8, "30ms")...))
 	}
 	resumed, migrated := 0, 0
 	for _, j := range jobs {
@@ -166,19 +167,20 @@ func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
 	repo, _ := filepath.Abs("..")
 	// Rounds of 5 s: importing torch takes seconds here, and a run that
 	// has not started training by the end of its lease makes no progress.
-	c := newCluster(t, "--gpus", "1", "--round", "5s")
+	// Gavel time-shares the GPU between the two jobs round by round.
+	c := newCluster(t, "--gpus", "1", "--round", "5s", "--policy", "gavel")
 	c.startAgent("node-0", 1)
 	env := []string{"--env", "PYTHONPATH=" + filepath.Join(repo, "bindings", "python"), "--env", "SHOCKWAVE_LIBRARY=" + lib}
 	var jobs []string
 	for range 2 {
 		jobs = append(jobs, c.submit(env, py, filepath.Join(repo, "examples", "pytorch", "train.py"),
-			"--epochs", "4", "--workers", "0", "--step-delay", "0.01"))
+			"--epochs", "6", "--workers", "0", "--step-delay", "0.01"))
 	}
 	restarted := 0
 	for _, j := range jobs {
 		st := c.waitState(j, "completed", 150*time.Second)
 		out := c.output(j)
-		if st.Epoch != 4 || !strings.Contains(out, "done: 4 epochs") {
+		if st.Epoch != 6 || !strings.Contains(out, "done: 6 epochs") {
 			t.Errorf("%s: epoch %d\n%s", j, st.Epoch, out)
 		}
 		if strings.Contains(out, "restarting from") {
