@@ -12,7 +12,7 @@ import (
 )
 
 // TestAgents_JobsRunToCompletionAcrossNodesWithSuspensionAndMigration:
-// three agents of one fake GPU each, five submitted trainers: every job
+// three agents of one fake GPU each, six submitted trainers: every job
 // completes and converges; jobs were suspended and resumed from their
 // checkpoint, and at least one resumed on another node than it started.
 func TestAgents_JobsRunToCompletionAcrossNodesWithSuspensionAndMigration(t *testing.T) {
@@ -22,7 +22,7 @@ func TestAgents_JobsRunToCompletionAcrossNodesWithSuspensionAndMigration(t *test
 		c.startAgent(n, 1)
 	}
 	var jobs []string
-	for range 5 {
+	for range 6 {
 		jobs = append(jobs, c.submit(nil, train(8, "30ms")...))
 	}
 	resumed, migrated := 0, 0
