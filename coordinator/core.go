@@ -99,6 +99,7 @@ type Core struct {
 	life    liveness
 
 	nodes   []topology.Node // current membership, topology order
+	nodeAt  map[string]int  // node name → position in nodes
 	total   int             // GPUs of nodes
 	dynamic bool            // membership changes (nodes.go)
 }
@@ -113,6 +114,7 @@ func NewCore(cfg Config, p policy.Policy) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, pol: p, jobs: map[string]*job{}, dynamic: cfg.Dynamic}
 	c.nodes = slices.Clone(cfg.Cluster.Nodes)
+	c.indexNodes()
 	c.total = cfg.Cluster.GPUs()
 	return c, nil
 }

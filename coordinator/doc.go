@@ -21,7 +21,9 @@
 // Config.Cluster sets it; with none, Config.GPUs is one node "node-0", the
 // flat pool. Cluster-wide GPU ids number the devices node by node in
 // topology order; a RUN lease carries both the ids (Workers) and, per node,
-// the node's name and its local device indices (Devices, same order).
+// the node's name and its local device indices (Devices, same order). The
+// ids follow the current membership (a node leaving shifts the ids of the
+// nodes after it, even for a job that keeps its devices); Devices are stable.
 //
 // Placement, each tick, of the jobs the plan runs:
 //

@@ -100,6 +100,7 @@ func (c *Core) loadState(d *wire.Decoder) error {
 		c.nodes[i] = topology.Node{Name: d.Str(), GPUs: d.IntIn(0, math.MaxInt32), Type: d.Str()}
 	}
 	c.total, c.dynamic = d.IntIn(0, math.MaxInt32), d.Bool()
+	c.indexNodes() // nodeAt is derived from nodes
 	name, state := d.Str(), d.Blob()
 	if d.Err() != nil {
 		return d.Err()

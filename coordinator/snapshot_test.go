@@ -274,7 +274,7 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		typ  reflect.Type
 		want string
 	}{
-		{reflect.TypeOf(Core{}), "cfg pol jobs pending active nextSeq round now plan ended life nodes total dynamic"},
+		{reflect.TypeOf(Core{}), "cfg pol jobs pending active nextSeq round now plan ended life nodes nodeAt total dynamic"},
 		{reflect.TypeOf(job{}), "view state lastSeq failures limit leaseRound leaseSteps leaseElapsed leaseBatch workers devices next void node visible ident lastHeard readmit managed adopted reason"},
 		{reflect.TypeOf(liveness{}), "lastTick ticked lost"},
 		{reflect.TypeOf(policy.Job{}), "ID Seq Model Mode Workers Priority SubmitTime AdmitTime AdmitRound InitialBatchSize BatchSize DatasetSize Throughput StepsDone TotalSteps Epoch RunTime PlannedBatchSizes PlannedEpochSeconds IsolatedSeconds Measurements LastRun"},

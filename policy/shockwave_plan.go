@@ -102,7 +102,9 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 	}
 	for _, id := range ids {
 		m, e := s.meta[id], est[id]
-		if s.jobsMoved || (m.guessed && !e.uninformed) {
+		// A job with no target yet was left out of the snapshots since it was
+		// admitted (the cluster was too small for it, or its node was away).
+		if s.jobsMoved || len(m.targets) == 0 || (m.guessed && !e.uninformed) {
 			if m.guessed && !e.uninformed {
 				m.targets = m.targets[:0] // targets from a forecast that knew no throughput are dropped
 			}
