@@ -60,6 +60,11 @@ func (r *run) finishTask(j *simJob, prevStart float64) error {
 		return nil
 	}
 	done := st.TotalSteps-st.Done <= 0
+	if !done {
+		if ended, err := r.endEarly(j); ended || err != nil {
+			return err
+		}
+	}
 	if st.Grow || st.Shrink {
 		if st.Rescale(j.spec, r.cfg.Throughputs) {
 			if _, err := r.send(j, protocol.EventBatchSize, 0, 0); err != nil {
@@ -167,6 +172,9 @@ func (r *run) schedule() ([]*simJob, error) {
 		switch l.Action {
 		case protocol.Exit:
 			if !j.ended {
+				if j.crashed {
+					j.early, j.marks = workload.Crashes, nil
+				}
 				r.end(j, j.lastFinish) // failed leases (spec §3.5)
 			}
 		case protocol.Run:
@@ -194,11 +202,15 @@ func (r *run) schedule() ([]*simJob, error) {
 
 func (r *run) dispatch(j *simJob, l *protocol.Lease) {
 	st := j.st
-	n := min(int64(st.Throughput*r.cfg.RoundSeconds), st.TotalSteps-st.Done)
+	v := st.Throughput * j.real.RoundFactor() // this round's speed
+	n := min(int64(v*r.cfg.RoundSeconds), st.TotalSteps-st.Done)
+	if j.crashed {
+		n = 0 // a crashed job holds its lease and does nothing
+	}
 	j.n = n
 	j.finish = r.now
-	if st.Throughput > 0 {
-		j.finish += math.Max(0, float64(n)/st.Throughput)
+	if v > 0 {
+		j.finish += math.Max(0, float64(n)/v)
 	}
 	j.extension = l.Extension
 	j.workers = l.Workers

@@ -39,6 +39,9 @@ type Config struct {
 	// Forecasts, when set, samples the policy's remaining-time forecasts
 	// at ForecastMarks of each job's progress into Result.Forecasts.
 	Forecasts bool
+	// Noise makes the workload stochastic (package workload); the zero
+	// value keeps the deterministic model.
+	Noise workload.Noise
 }
 
 type simJob struct {
@@ -64,6 +67,11 @@ type simJob struct {
 	exec     float64         // execution seconds so far
 	nextMark int             // next ForecastMarks index to sample
 	marks    []ForecastPoint // sampled, awaiting the truth
+
+	real    *workload.Realization // the job's draws (nil: deterministic)
+	iso     float64               // its realized isolated run time (ρ's denominator)
+	early   workload.Ending       // how it ended early (RunsToEnd: it did not)
+	crashed bool                  // it fails every lease from now on
 }
 
 type run struct {
@@ -103,8 +111,11 @@ func Run(cfg Config) (*Result, error) {
 	}
 	r := &run{cfg: cfg, core: core, byID: map[string]*simJob{}, prevRun: map[string][]int{}}
 	r.res = &Result{Policy: pol.Name(), GPUs: cfg.GPUs, Jobs: len(cfg.Jobs), busy: make([]float64, cfg.GPUs)}
+	if err := cfg.Noise.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	for i, sp := range cfg.Jobs {
-		j, err := newSimJob(sp, cfg.Throughputs)
+		j, err := newSimJob(sp, cfg.Throughputs, cfg.Noise)
 		if err != nil {
 			return nil, fmt.Errorf("sim: job %d (%s): %w", i, sp.JobType, err)
 		}
@@ -119,7 +130,7 @@ func Run(cfg Config) (*Result, error) {
 	return r.res, nil
 }
 
-func newSimJob(sp workload.Spec, thr *workload.Throughputs) (*simJob, error) {
+func newSimJob(sp workload.Spec, thr *workload.Throughputs, noise workload.Noise) (*simJob, error) {
 	prof, err := workload.NewProfile(sp, thr)
 	if err != nil {
 		return nil, err
@@ -128,7 +139,11 @@ func newSimJob(sp workload.Spec, thr *workload.Throughputs) (*simJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1}, nil
+	j := &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1, iso: prof.IsolatedSeconds}
+	if err := j.realize(noise, thr); err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // loop runs rounds until every job completed (spec §3.3).
@@ -195,7 +210,7 @@ func CheckWorkload(jobs []workload.Spec, thr *workload.Throughputs) error {
 			return fmt.Errorf("trace line %d: field 1 (job_type): no positive throughput for %q on %d GPUs in the %s table",
 				sp.ID+1, sp.JobType, sp.ScaleFactor, thr.Name())
 		}
-		if _, err := newSimJob(sp, thr); err != nil {
+		if _, err := newSimJob(sp, thr, workload.Noise{}); err != nil {
 			return fmt.Errorf("trace line %d: %w", sp.ID+1, err)
 		}
 	}

@@ -32,6 +32,7 @@ type simFlags struct {
 	seed                                               uint64
 	round                                              time.Duration
 	compat                                             bool
+	noise                                              noiseFlags
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
@@ -51,6 +52,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.compat, "compat", false, "reproduce the original simulator's bugs (README: compatibility mode)")
 	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
 	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
+	f.noise.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -120,6 +122,9 @@ func (f *simFlags) load() (sim.Config, error) {
 		return cfg, err
 	}
 	cfg = sim.Config{Jobs: jobs, Throughputs: thr, GPUs: f.gpus, RoundSeconds: f.round.Seconds(), Compat: f.compat}
+	if cfg.Noise, err = f.noise.noise(); err != nil {
+		return cfg, err
+	}
 	sw := policy.DefaultShockwaveConfig()
 	if f.config != "" {
 		raw, err := os.ReadFile(f.config)

@@ -23,6 +23,37 @@ type State struct {
 	Grow, Shrink bool
 
 	model string
+	speed float64 // the realization's speed factor (0 means 1)
+	warp  *warp   // the realization's schedule jitter (nil: none)
+}
+
+// Realize applies a job's draws (Noise.Realize) to its fresh state: every
+// throughput is scaled by the speed factor and the adaptation rule runs on
+// the jittered schedule. A nil r keeps the deterministic model.
+func (s *State) Realize(sp Spec, r *Realization) {
+	if r == nil {
+		return
+	}
+	s.speed = r.speed()
+	s.Throughput *= s.speed
+	m, ok := LookupModel(sp.Model)
+	if !ok {
+		return
+	}
+	horizon := Epochs(sp.Model, sp.BatchSize, sp.TotalSteps) + r.jitter + 2
+	switch sp.Mode {
+	case GNS:
+		s.warp = newWarp(r, horizon, func(e int) int { return gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, 1<<30, e) })
+	case Accordion:
+		s.warp = newWarp(r, horizon, func(e int) int { return boolInt(runtimeCritical(m.Name, sp.BatchSize, e)) })
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // NewState returns the initial state of a job: bs0, the trace's total
@@ -74,15 +105,15 @@ func (s *State) SetFlags(sp Spec) {
 	switch sp.Mode {
 	case GNS:
 		horizon := max(gnsRuntimeHorizon, e+2)
-		if (gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, horizon, e+1) > bs ||
-			gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, horizon, e) > bs) && bs != m.MaxBatchSize {
+		if (gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, horizon, s.warp.at(e+1)) > bs ||
+			gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, horizon, s.warp.at(e)) > bs) && bs != m.MaxBatchSize {
 			s.Grow = true
 		}
 	case Accordion:
 		if m.Name == Transformer {
 			return
 		}
-		critical := runtimeCritical(m.Name, sp.BatchSize, e)
+		critical := runtimeCritical(m.Name, sp.BatchSize, s.warp.at(e))
 		if bs == sp.BatchSize && !critical && bs != m.MaxBatchSize {
 			s.Grow = true
 		} else if bs != sp.BatchSize && critical && bs != m.MinBatchSize {
@@ -134,6 +165,9 @@ func (s *State) Rescale(sp Spec, thr *Throughputs) (changed bool) {
 	if !ok || oldIPE == 0 || newIPE == 0 {
 		s.clearFlags()
 		return false
+	}
+	if s.speed > 0 {
+		v *= s.speed
 	}
 	s.BatchSize, s.Throughput = newBS, v
 	r := float64(oldBS) / float64(newBS)
