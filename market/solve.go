@@ -43,6 +43,19 @@ func Solve(p Problem, s *Settings) (*Result, error) {
 	sr.balanceTwins()
 	stats.add(sr.stats)
 	unproven := sr.unproven
+	if !feasible && s.Fairness == FairnessTightest {
+		var tm *model
+		var tsr *searcher
+		pw := make([]float64, N)
+		for c := range pw {
+			pw[c] = in.prio[c] * scale
+		}
+		if tm, tsr, feasible = in.tightest(pw, &stats); feasible {
+			m, sr = tm, tsr
+			unproven = unproven || sr.unproven
+			return in.result(m, sr, false, unproven, stats), nil
+		}
+	}
 	if !feasible {
 		for c := range weights {
 			weights[c] = in.prio[c] * scale
@@ -85,6 +98,9 @@ func (in *instance) result(m *model, sr *searcher, relaxed, unproven bool, stats
 			r.Schedule[t][k] = in.perm[c]
 		}
 		slices.Sort(r.Schedule[t])
+	}
+	if !relaxed {
+		r.RhoBound = in.ftfRho
 	}
 	r.Objective = sr.inc.val
 	r.MaxRemaining = m.maxRemaining(n)

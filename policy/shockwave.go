@@ -23,6 +23,12 @@ type ShockwaveConfig struct {
 	// Info is the information mode: InfoOnline (events only, the default)
 	// or InfoProfile (the original's declared schedules).
 	Info string `json:"info,omitempty"`
+	// Fairness is the rule for rounds whose FTF constraints at rhomax are
+	// infeasible: "tightest" (keep them at the tightest feasible bound) or
+	// "relax" (the original's priority-weighted relaxation); package
+	// market, Fairness. Empty means tightest in online mode and relax in
+	// profile mode, the original's emulation.
+	Fairness string `json:"fairness,omitempty"`
 	// Accepted and ignored: they configure the original's commercial solver
 	// or nothing at all.
 	GPURAM        float64 `json:"gpu_ram,omitempty"`
@@ -64,6 +70,11 @@ func (c ShockwaveConfig) Validate() error {
 	case "", InfoOnline, InfoProfile:
 	default:
 		return fmt.Errorf("shockwave config: info %q must be %q or %q", c.Info, InfoOnline, InfoProfile)
+	}
+	if c.Fairness != "" {
+		if _, err := market.ParseFairness(c.Fairness); err != nil {
+			return fmt.Errorf("shockwave config: fairness %q must be \"tightest\" or \"relax\"", c.Fairness)
+		}
 	}
 	if !c.ExactLog {
 		b := c.LogBases
@@ -111,6 +122,13 @@ func NewShockwave(cfg ShockwaveConfig) (*Shockwave, error) {
 	s.settings = *market.DefaultSettings()
 	s.settings.K, s.settings.Lambda, s.settings.RhoMax = cfg.K, cfg.Lambda, cfg.RhoMax
 	s.settings.Breakpoints, s.settings.ExactLog = slices.Clone(cfg.LogBases), cfg.ExactLog
+	s.settings.Fairness = market.FairnessTightest
+	if cfg.Info == InfoProfile {
+		s.settings.Fairness = market.FairnessRelax
+	}
+	if cfg.Fairness != "" {
+		s.settings.Fairness, _ = market.ParseFairness(cfg.Fairness) // validated above
+	}
 	if cfg.Info != InfoProfile {
 		s.online = newSWOnline()
 	}

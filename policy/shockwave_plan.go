@@ -189,7 +189,9 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 					e.ProfileRemaining = m.remaining(m.epoch)
 				}
 				if f, ok := s.online.cache[j.ID]; ok {
-					e.ForecastP10, e.ForecastP90 = f.Remaining.P10, f.Remaining.P90
+					// the used forecast is floored at 1 s (estimate); keep it inside its band
+					e.ForecastP10 = math.Min(f.Remaining.P10, e.ForecastRemaining)
+					e.ForecastP90 = math.Max(f.Remaining.P90, e.ForecastRemaining)
 					e.Regime, e.ChangeProb, e.ForecastPrior = f.BatchSize, f.ChangeProb, f.Family
 					if f.Uninformed {
 						e.ForecastPrior = "uninformed"
