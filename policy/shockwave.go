@@ -29,6 +29,10 @@ type ShockwaveConfig struct {
 	// market, Fairness. Empty means tightest in online mode and relax in
 	// profile mode, the original's emulation.
 	Fairness string `json:"fairness,omitempty"`
+	// IgnoreMode withholds each job's declared adaptation mode (a hint,
+	// package protocol) from the online forecaster, which then treats
+	// every job as of unknown mode: the ablation of that hint.
+	IgnoreMode bool `json:"ignore_mode,omitempty"`
 	// Accepted and ignored: they configure the original's commercial solver
 	// or nothing at all.
 	GPURAM        float64 `json:"gpu_ram,omitempty"`
@@ -110,7 +114,7 @@ type Shockwave struct {
 	// coordinator the clock is wall time.
 	t0        float64
 	started   bool
-	admitErrs []string // online admissions refused (the job falls back to its profile)
+	admitErrs []string // online admissions refused (the job is planned from swDefault)
 }
 
 // NewShockwave returns the policy with cfg (validated).
@@ -130,7 +134,7 @@ func NewShockwave(cfg ShockwaveConfig) (*Shockwave, error) {
 		s.settings.Fairness, _ = market.ParseFairness(cfg.Fairness) // validated above
 	}
 	if cfg.Info != InfoProfile {
-		s.online = newSWOnline()
+		s.online = newSWOnline(cfg.IgnoreMode)
 	}
 	return s, nil
 }
@@ -146,7 +150,7 @@ func (s *Shockwave) Admit(j *Job) {
 	s.meta[j.ID] = newSWMeta(j, j.AdmitTime)
 	if s.online != nil {
 		if err := s.online.admit(j); err != nil {
-			s.admitErrs = append(s.admitErrs, err.Error())
+			s.admitErrs = append(s.admitErrs, fmt.Sprintf("%v; job %s is planned from the default (%s)", err, j.ID, swDefaultRule))
 		}
 	}
 	s.order = append(s.order, j.ID)

@@ -196,6 +196,9 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 					if f.Uninformed {
 						e.ForecastPrior = "uninformed"
 					}
+				} else {
+					e.ForecastPrior, e.Regime = "default", j.BatchSize
+					e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
 				}
 			} else {
 				e.Regime = j.BatchSize

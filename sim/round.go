@@ -144,7 +144,7 @@ func (j *simJob) register() protocol.Register {
 	return protocol.Register{
 		V: protocol.Version, Job: j.id, Name: sp.JobType, Model: sp.Model, Mode: string(sp.Mode),
 		Workers: sp.ScaleFactor, BatchSize: sp.BatchSize, DatasetSize: workload.DatasetSize(sp.Model),
-		TotalSteps: sp.TotalSteps, Priority: sp.PriorityWeight, Throughput: j.st.Throughput,
+		TotalSteps: sp.TotalSteps, Priority: sp.PriorityWeight, Throughput: j.thr0, // nominal: a job cannot know its draws
 		SubmitTime: sp.Arrival, IsolatedSeconds: j.prof.IsolatedSeconds,
 		Schedule: &protocol.Schedule{BatchSizes: j.prof.BatchSizes, EpochSeconds: j.prof.EpochSeconds},
 	}

@@ -70,6 +70,7 @@ type simJob struct {
 
 	real    *workload.Realization // the job's draws (nil: deterministic)
 	iso     float64               // its realized isolated run time (ρ's denominator)
+	thr0    float64               // the table's throughput at bs0: what it declares
 	early   workload.Ending       // how it ended early (RunsToEnd: it did not)
 	crashed bool                  // it fails every lease from now on
 }
@@ -139,7 +140,8 @@ func newSimJob(sp workload.Spec, thr *workload.Throughputs, noise workload.Noise
 	if err != nil {
 		return nil, err
 	}
-	j := &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1, iso: prof.IsolatedSeconds}
+	j := &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1,
+		iso: prof.IsolatedSeconds, thr0: st.Throughput}
 	if err := j.realize(noise, thr); err != nil {
 		return nil, err
 	}
