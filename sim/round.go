@@ -67,6 +67,7 @@ func (r *run) finishTask(j *simJob, prevStart float64) error {
 	}
 	if st.Grow || st.Shrink {
 		if st.Rescale(j.spec, r.cfg.Throughputs) {
+			j.changes++
 			if _, err := r.send(j, protocol.EventBatchSize, 0, 0); err != nil {
 				return err
 			}
@@ -133,6 +134,8 @@ func (r *run) admit() error {
 		}
 		j.started = true
 		j.admitRound = r.round
+		j.firstOfRecipe = r.admitted[j.recipe()] == 0
+		r.admitted[j.recipe()]++
 	}
 	return nil
 }

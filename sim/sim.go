@@ -73,6 +73,9 @@ type simJob struct {
 	thr0    float64               // the table's throughput at bs0: what it declares
 	early   workload.Ending       // how it ended early (RunsToEnd: it did not)
 	crashed bool                  // it fails every lease from now on
+
+	changes       int  // batch-size changes so far
+	firstOfRecipe bool // no job of its recipe was admitted before it
 }
 
 type run struct {
@@ -86,6 +89,8 @@ type run struct {
 	next      int // next trace job to arrive
 	res       *Result
 	prevRun   map[string][]int // workers of each job in the previous round
+	admitted  map[string]int   // jobs admitted per recipe
+	finished  map[string]int   // jobs completed per recipe
 }
 
 // Run simulates cfg and returns its metrics.
@@ -110,7 +115,8 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, core: core, byID: map[string]*simJob{}, prevRun: map[string][]int{}}
+	r := &run{cfg: cfg, core: core, byID: map[string]*simJob{}, prevRun: map[string][]int{},
+		admitted: map[string]int{}, finished: map[string]int{}}
 	r.res = &Result{Policy: pol.Name(), GPUs: cfg.GPUs, Jobs: len(cfg.Jobs), busy: make([]float64, cfg.GPUs)}
 	if err := cfg.Noise.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
