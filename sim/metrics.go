@@ -52,6 +52,9 @@ type Result struct {
 	// Forecasts, with Config.Forecasts, holds each completed job's
 	// forecasts at ForecastMarks of its progress, by job then mark.
 	Forecasts []ForecastPoint `json:"forecasts,omitempty"`
+	// Profiles, with Config.RecordProfiles, is every job's realized
+	// profile in trace order (workload.WriteProfiles writes them).
+	Profiles []workload.Spec `json:"-"`
 
 	busy []float64
 }

@@ -46,6 +46,9 @@ func (r *run) finishTask(j *simJob, prevStart float64) error {
 		return nil // a failed micro-task: no progress to report (spec §3.3 step 2.4)
 	}
 	st := j.st
+	if r.cfg.RecordProfiles {
+		j.recordEpochs(n, j.speedNow)
+	}
 	st.Done += n
 	j.exec += eps
 	for _, w := range j.workers {
@@ -115,12 +118,18 @@ func (r *run) end(j *simJob, finish float64) {
 }
 
 // setFlags evaluates every active job's adaptation rules (spec §3.3 step 3).
-func (r *run) setFlags() {
+func (r *run) setFlags() error {
 	for _, j := range r.jobs {
 		if j.started && !j.ended {
 			j.st.SetFlags(j.spec)
+			if j.spec.Profile != nil {
+				if err := r.adoptProfile(j); err != nil {
+					return err
+				}
+			}
 		}
 	}
+	return nil
 }
 
 // admit registers every job that has arrived by now, in trace order.
@@ -211,6 +220,7 @@ func (r *run) dispatch(j *simJob, l *protocol.Lease) {
 		n = 0 // a crashed job holds its lease and does nothing
 	}
 	j.n = n
+	j.speedNow = v
 	j.finish = r.now
 	if v > 0 {
 		j.finish += math.Max(0, float64(n)/v)

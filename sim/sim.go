@@ -42,6 +42,9 @@ type Config struct {
 	// Noise makes the workload stochastic (package workload); the zero
 	// value keeps the deterministic model.
 	Noise workload.Noise
+	// RecordProfiles fills Result.Profiles with each job's realized
+	// per-epoch batch size and throughput (workload.WriteProfiles).
+	RecordProfiles bool
 }
 
 type simJob struct {
@@ -76,6 +79,10 @@ type simJob struct {
 
 	changes       int  // batch-size changes so far
 	firstOfRecipe bool // no job of its recipe was admitted before it
+
+	speedNow float64   // the speed of the micro-task in flight
+	recBS    []int     // realized batch size per epoch (RecordProfiles)
+	recThr   []float64 // realized throughput per epoch
 }
 
 type run struct {
@@ -134,6 +141,9 @@ func Run(cfg Config) (*Result, error) {
 	}
 	r.finish()
 	r.res.sortForecasts()
+	if cfg.RecordProfiles {
+		r.res.Profiles = r.exportProfiles()
+	}
 	return r.res, nil
 }
 
@@ -174,7 +184,12 @@ func (r *run) loop() error {
 		if r.completed == len(r.jobs) {
 			break
 		}
-		r.setFlags()
+		if err := r.setFlags(); err != nil {
+			return err
+		}
+		if r.completed == len(r.jobs) {
+			break
+		}
 		if err := r.admit(); err != nil {
 			return err
 		}
@@ -214,7 +229,7 @@ func (r *run) activeCount() int {
 // be built. Errors name the trace line (job id + 1) and field.
 func CheckWorkload(jobs []workload.Spec, thr *workload.Throughputs) error {
 	for _, sp := range jobs {
-		if v, ok := thr.Lookup(sp.JobType, sp.ScaleFactor); !ok || !(v > 0) {
+		if v, ok := thr.Lookup(sp.JobType, sp.ScaleFactor); sp.Profile == nil && (!ok || !(v > 0)) {
 			return fmt.Errorf("trace line %d: field 1 (job_type): no positive throughput for %q on %d GPUs in the %s table",
 				sp.ID+1, sp.JobType, sp.ScaleFactor, thr.Name())
 		}

@@ -27,7 +27,7 @@ func init() {
 
 type simFlags struct {
 	trace, throughputs, policies, config, format, plot string
-	dump, info, forecasts                              string
+	dump, info, forecasts, export                      string
 	gpus, generate                                     int
 	seed                                               uint64
 	round                                              time.Duration
@@ -38,7 +38,8 @@ type simFlags struct {
 func simulate(args []string, stdout, stderr io.Writer) error {
 	var f simFlags
 	fs := newFlags("simulate", stderr)
-	fs.StringVar(&f.trace, "trace", "", "trace `FILE` in the original's 12-field TAB-separated format (default: a generated trace)")
+	fs.StringVar(&f.trace, "trace", "", "trace `FILE` in the original's 12-field TAB-separated format, or per-job profiles in JSON Lines (*.jsonl) (default: a generated trace)")
+	fs.StringVar(&f.export, "export-profiles", "", "write each job's realized per-epoch batch size and throughput (of the first policy's run) into `FILE` (JSON Lines, readable by --trace)")
 	fs.StringVar(&f.throughputs, "throughputs", "tacc", "throughput table: the built-in `tacc` or `wisr`, or a FILE in the original JSON format")
 	fs.IntVar(&f.gpus, "gpus", 32, "number of GPUs")
 	fs.StringVar(&f.policies, "policy", "", "comma-separated `LIST` of policies (default: all); aliases of the original scripts are accepted")
@@ -69,6 +70,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	cfg.RecordProfiles = f.export != ""
 	if f.forecasts != "" {
 		if !slices.Contains(names, "shockwave") {
 			return badInput("--forecast-report: needs the shockwave policy in --policy")
@@ -87,6 +89,11 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if f.export != "" {
+		if err := writeProfiles(f.export, results[0], stderr); err != nil {
+			return err
+		}
 	}
 	if f.plot != "" {
 		if err := report.Plot(f.plot, results); err != nil {
@@ -162,7 +169,7 @@ func loadThroughputs(name string) (*workload.Throughputs, error) {
 
 func (f *simFlags) jobs(thr *workload.Throughputs) ([]workload.Spec, error) {
 	if f.trace != "" {
-		jobs, err := workload.ReadTraceFile(f.trace)
+		jobs, err := readJobs(f.trace)
 		if err != nil {
 			return nil, usageError{err}
 		}

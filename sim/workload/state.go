@@ -23,8 +23,10 @@ type State struct {
 	Grow, Shrink bool
 
 	model string
-	speed float64 // the realization's speed factor (0 means 1)
-	warp  *warp   // the realization's schedule jitter (nil: none)
+	speed   float64     // the realization's speed factor (0 means 1)
+	warp    *warp       // the realization's schedule jitter (nil: none)
+	profile *JobProfile // the job's own per-epoch profile (nil: table and rules)
+	target  int         // the profile's batch size pending a Rescale
 }
 
 // Realize applies a job's draws (Noise.Realize) to its fresh state: every
@@ -41,6 +43,10 @@ func (s *State) Realize(sp Spec, r *Realization) {
 		return
 	}
 	horizon := Epochs(sp.Model, sp.BatchSize, sp.TotalSteps) + r.jitter + 2
+	if p := sp.Profile; p != nil {
+		s.warp = newWarp(r, horizon, func(e int) int { bs, _ := p.at(e); return bs })
+		return
+	}
 	switch sp.Mode {
 	case GNS:
 		s.warp = newWarp(r, horizon, func(e int) int { return gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, 1<<30, e) })
@@ -63,6 +69,12 @@ func boolInt(b bool) int {
 func NewState(sp Spec, thr *Throughputs) (*State, error) {
 	if _, ok := LookupModel(sp.Model); !ok {
 		return nil, fmt.Errorf("unknown model %q", sp.Model)
+	}
+	if p := sp.Profile; p != nil {
+		if err := p.check(sp); err != nil {
+			return nil, err
+		}
+		return &State{BatchSize: sp.BatchSize, TotalSteps: sp.TotalSteps, Throughput: p.Throughputs[0], model: sp.Model, profile: p}, nil
 	}
 	jt := JobType(sp.Model, sp.BatchSize)
 	v, ok := thr.Lookup(jt, sp.ScaleFactor)
@@ -98,6 +110,10 @@ func (s *State) RuntimeEpoch() int {
 func (s *State) SetFlags(sp Spec) {
 	m, ok := LookupModel(sp.Model)
 	if !ok {
+		return
+	}
+	if s.profile != nil {
+		s.flagsProfile()
 		return
 	}
 	e := s.RuntimeEpoch()
@@ -144,6 +160,9 @@ func (s *State) Rescale(sp Spec, thr *Throughputs) (changed bool) {
 		return false
 	}
 	m, ok := LookupModel(sp.Model)
+	if ok && s.profile != nil {
+		return s.rescaleProfile(m)
+	}
 	if !ok || (m.Name != Transformer && sp.BatchSize == m.MaxBatchSize) {
 		s.clearFlags()
 		return false
@@ -169,7 +188,15 @@ func (s *State) Rescale(sp Spec, thr *Throughputs) (changed bool) {
 	if s.speed > 0 {
 		v *= s.speed
 	}
-	s.BatchSize, s.Throughput = newBS, v
+	s.rescaleSteps(oldIPE, newIPE, oldBS, newBS)
+	s.Throughput = v
+	return true
+}
+
+// rescaleSteps applies steps 4–7 of Rescale but θ: the batch size, the
+// total and done steps, the flags.
+func (s *State) rescaleSteps(oldIPE, newIPE int64, oldBS, newBS int) {
+	s.BatchSize = newBS
 	r := float64(oldBS) / float64(newBS)
 	oldE := ceilDiv(s.TotalSteps, oldIPE)
 	nt := int64(math.Ceil(float64(s.TotalSteps) * r))
@@ -179,7 +206,6 @@ func (s *State) Rescale(sp Spec, thr *Throughputs) (changed bool) {
 	s.TotalSteps = nt
 	s.Done = ceilDiv(s.Done, oldIPE) * newIPE
 	s.clearFlags()
-	return true
 }
 
 func (s *State) clearFlags() { s.Grow, s.Shrink = false, false }
