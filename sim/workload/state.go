@@ -22,7 +22,7 @@ type State struct {
 	// micro-task, so a change lags one scheduled round (§2.5, §9 item 2).
 	Grow, Shrink bool
 
-	model string
+	model   string
 	speed   float64     // the realization's speed factor (0 means 1)
 	warp    *warp       // the realization's schedule jitter (nil: none)
 	profile *JobProfile // the job's own per-epoch profile (nil: table and rules)
