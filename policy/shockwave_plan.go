@@ -52,6 +52,9 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	plan.Explain = s.explain(snap, plan.Run)
 	if r := s.lastResult; r != nil && plan.Solved {
 		plan.Note = fmt.Sprintf("market %s: objective %.6g, bound %.6g, gap %.2g, price %.4g", r.Status, r.Objective, r.Bound, r.Gap, r.Price)
+		if !r.Relaxed {
+			plan.Note += fmt.Sprintf(", fairness bound ρ ≤ %.4g", r.RhoBound)
+		}
 	}
 	if len(s.admitErrs) > 0 {
 		plan.Note = strings.TrimSpace(plan.Note + "; online forecaster refused: " + strings.Join(s.admitErrs, "; "))
