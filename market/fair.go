@@ -56,15 +56,16 @@ func ParseFairness(s string) (Fairness, error) {
 }
 
 // tightest finds ρ* (FairnessTightest) and solves the model constrained by
-// it. It reports false when no bound packs; stats gets the work done.
-func (in *instance) tightest(weights []float64, stats *Stats) (*model, *searcher, bool) {
+// it. free is a model of the same instance (its curves and classes do not
+// depend on the bound). It reports false when no bound packs; stats gets
+// the work done.
+func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*model, *searcher, bool) {
 	in.tight = true
 	defer func() {
 		if !in.tight {
 			in.ftfRho = in.set.RhoMax
 		}
 	}()
-	free := newModel(in, weights, false) // curves and classes, no FTF bounds
 	pk := newPacker(free)
 	rhos := in.rhoCandidates(free)
 	lo := make([]int, len(in.jobs))

@@ -50,7 +50,7 @@ func Solve(p Problem, s *Settings) (*Result, error) {
 		for c := range pw {
 			pw[c] = in.prio[c] * scale
 		}
-		if tm, tsr, feasible = in.tightest(pw, &stats); feasible {
+		if tm, tsr, feasible = in.tightest(m, pw, &stats); feasible {
 			m, sr = tm, tsr
 			unproven = unproven || sr.unproven
 			return in.result(m, sr, false, unproven, stats), nil
