@@ -61,3 +61,24 @@ func TestOnline_DeclaredScheduleAndThroughputAreNotRead(t *testing.T) {
 		t.Fatalf("declarations changed the online forecast: %+v vs %+v", a, b)
 	}
 }
+
+// TestShockwaveConfig_FairnessKey checks the fairness rule's config key:
+// the two rules are accepted, anything else is refused with the key named,
+// and the default follows the information mode.
+func TestShockwaveConfig_FairnessKey(t *testing.T) {
+	for _, raw := range []string{`{"fairness":"tightest"}`, `{"fairness":"relax"}`, `{"ignore_mode":true}`} {
+		if _, err := ParseShockwaveConfig([]byte(raw)); err != nil {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+	if _, err := ParseShockwaveConfig([]byte(`{"fairness":"loose"}`)); err == nil || !strings.Contains(err.Error(), "fairness") {
+		t.Errorf("unknown rule: %v", err)
+	}
+	on, _ := NewShockwave(DefaultShockwaveConfig())
+	cfg := DefaultShockwaveConfig()
+	cfg.Info = InfoProfile
+	prof, _ := NewShockwave(cfg)
+	if on.settings.Fairness.String() != "tightest" || prof.settings.Fairness.String() != "relax" {
+		t.Errorf("defaults: online %v, profile %v", on.settings.Fairness, prof.settings.Fairness)
+	}
+}
