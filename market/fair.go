@@ -21,8 +21,8 @@ const (
 	//	ρ_i(n) = (Δ·(R+e_i(n)) + r_i(n)/s)/F_i, e_i(n) = n if the job
 	//	finishes within its n rounds (r_i(n) = 0), T otherwise,
 	//
-	// and solves the priority-weighted problem of the relaxation (the
-	// weights π_i) under lo(ρ*). The finish-aware e_i differs from the
+	// and solves the unweighted problem (the FTF problem of §4.5 at ρ*)
+	// under lo(ρ*). The finish-aware e_i differs from the
 	// original's constraint, which always counts the window's end, so that
 	// a job finishing inside the window is not judged late whatever it
 	// gets (with it, ρ* is set by those short jobs and binds nothing).

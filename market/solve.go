@@ -46,11 +46,7 @@ func Solve(p Problem, s *Settings) (*Result, error) {
 	if !feasible && s.Fairness == FairnessTightest {
 		var tm *model
 		var tsr *searcher
-		pw := make([]float64, N)
-		for c := range pw {
-			pw[c] = in.prio[c] * scale
-		}
-		if tm, tsr, feasible = in.tightest(m, pw, &stats); feasible {
+		if tm, tsr, feasible = in.tightest(m, weights, &stats); feasible {
 			m, sr = tm, tsr
 			unproven = unproven || sr.unproven
 			return in.result(m, sr, false, unproven, stats), nil
