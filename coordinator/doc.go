@@ -168,4 +168,20 @@
 // and takes over after the leader is silent for a ttl; an embedded
 // coordinator also holds a flock on its data directory (lock.go). A
 // restart with another cluster shape appends a cluster record (resize.go).
+//
+// # Node agents and submitted jobs (agents.go, runner.go, submit.go)
+//
+// `shockwave submit` stores a job (command, width, environment, ranks per
+// node, retry bound) in the log; Core registers it at once with a
+// placeholder registration (Core.Submit) that its process's first
+// registration replaces. Submitted jobs are never marked lost. Agents join
+// and send heartbeats on <prefix>.agent.<node>.*; a join, a node leaving
+// (its heartbeats stopped for ServiceConfig.AgentTimeout) and an agent's
+// report that a job's processes exited are log records, folded like the
+// rest (Core.JoinNode, Core.LeaveNode; exits: completion, a bounded number
+// of restarts as new attempts, then failure with the reason in the job's
+// status). The fold derives each node's desired state from the current
+// round's RUN leases (protocol.NodeDesired) and the service publishes it on
+// <prefix>.node.<node>.desired. AgentPermissions confine an agent to its
+// own node's subjects. docs/agent.md describes the whole.
 package coordinator

@@ -63,6 +63,10 @@ type outcome struct {
 	solve    time.Duration           // tick: how long Core.Tick took
 	exits    []protocol.Lease        // EXIT leases returned by events
 	leader   *leaderRecord           // leader: the record
+	// Records of agents and submissions (runner.go): the reply to send, and
+	// whether the nodes' desired state changed.
+	agentAnswer any
+	desired     bool
 }
 
 func (o *outcome) reject(reason string, err error) {
@@ -86,6 +90,7 @@ type fold struct {
 	seq    uint64
 	last   *Round                    // the most recent round
 	leases map[string]protocol.Lease // RUN leases of the most recent round
+	run    *runner                   // submitted jobs and node agents (runner.go)
 
 	// epoch is the highest leader epoch of the log (leader.go): ticks of
 	// an older epoch are ignored, and leases carry the epoch of the tick
@@ -96,7 +101,7 @@ type fold struct {
 }
 
 func newFold(subj protocol.Subjects, limit int) *fold {
-	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, budgets: map[string]*budget{}}
+	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner(), budgets: map[string]*budget{}}
 }
 
 // apply folds one record.
@@ -119,7 +124,11 @@ func (f *fold) apply(r record) outcome {
 	case r.Subject == f.subj.Prefix+"."+logCluster:
 		return f.resize(r)
 	}
+	if o, ok := f.applyRunner(r); ok {
+		return o
+	}
 	if job, ok := f.subj.EventsJob(r.Subject); ok {
+		f.run.afterEvents(job) // runner.go
 		return f.events(job, r)
 	}
 	o := outcome{kind: kindUnknown}
@@ -239,6 +248,7 @@ func (f *fold) tick(r record) outcome {
 			f.leases[l.Job] = l
 		}
 	}
+	f.run.afterTick(f.leases)
 	return o
 }
 

@@ -175,16 +175,21 @@ func testForgeriesAreRefused(t *testing.T, e *env, job *nats.Conn, v *violations
 	}
 }
 
+// noCompaction keeps every record in the log, so that a test can see
+// whether a job shrank it.
+func noCompaction(_ *EmbeddedConfig, s *ServiceConfig) { s.SnapshotRounds = 1 << 20 }
+
 func TestNoneMode_AJobCannotForgeLogRecordsOrCallTheJetStreamAPI(t *testing.T) {
-	e := newEnv(t, 1, nil)
+	e := newEnv(t, 1, noCompaction)
 	v := &violations{}
 	job := e.client(nats.ErrorHandler(v.handler))
 	testForgeriesAreRefused(t, e, job, v)
 }
 
 func TestTokenMode_AJobCannotForgeLogRecordsOrCallTheJetStreamAPI(t *testing.T) {
-	e := newEnv(t, 1, func(ec *EmbeddedConfig, _ *ServiceConfig) {
+	e := newEnv(t, 1, func(ec *EmbeddedConfig, sc *ServiceConfig) {
 		ec.Auth, ec.Token, ec.DontListen, ec.Listen = AuthToken, "job-token", false, "127.0.0.1:-1"
+		noCompaction(ec, sc)
 	})
 	v := &violations{}
 	job, err := nats.Connect(e.emb.ClientURL(), nats.Token("job-token"), nats.ErrorHandler(v.handler))

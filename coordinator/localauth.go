@@ -109,7 +109,7 @@ func setupLocalAuth(opts *server.Options, cfg EmbeddedConfig, subj protocol.Subj
 	opts.CustomClientAuthentication = a
 	a.jobPerms = localJobPermissions(subj, a.mode == AuthNone)
 	a.adminPerms = &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: []string{subj.Status()}},
+		Publish:   &server.SubjectPermission{Allow: []string{subj.Status(), subj.Submit(), subj.Cancel()}},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 	}
 	return a, nil
@@ -119,14 +119,19 @@ func setupLocalAuth(opts *server.Options, cfg EmbeddedConfig, subj protocol.Subj
 // publish registrations, events and (none mode) status requests; subscribe
 // to leases and inboxes. Everything else, the log, the JetStream API and the
 // lease subjects included, is denied.
-func localJobPermissions(subj protocol.Subjects, status bool) *server.Permissions {
-	pub := []string{subj.Register(), subj.AllEvents()}
-	if status {
-		pub = append(pub, subj.Status())
+//
+// Node agents authenticate like jobs (in token mode with the shared token),
+// so the same permissions cover the agent subjects: requests on
+// <prefix>.agent.*.* and the nodes' desired states. In none mode anyone may
+// also submit and cancel jobs; in token mode that takes the admin secret.
+func localJobPermissions(subj protocol.Subjects, none bool) *server.Permissions {
+	pub := []string{subj.Register(), subj.AllEvents(), subj.AgentAll("*")}
+	if none {
+		pub = append(pub, subj.Status(), subj.Submit(), subj.Cancel())
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: []string{"$JS.>", "$KV.>", "$SYS.>", subj.Prefix + ".log.>"}},
-		Subscribe: &server.SubjectPermission{Allow: []string{subj.AllLeases(), "_INBOX.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{subj.AllLeases(), subj.Desired("*"), "_INBOX.>"}},
 	}
 }
 
@@ -173,9 +178,9 @@ func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
 	if err != nil {
 		return err
 	}
-	services := []string{subj.Register(), subj.AllEvents()}
+	services := []string{subj.Register(), subj.AllEvents(), subj.AgentAll("*")}
 	if a.mode == AuthNone {
-		services = append(services, subj.Status())
+		services = append(services, subj.Status(), subj.Submit(), subj.Cancel())
 	}
 	for _, sub := range services {
 		if err := g.AddServiceExport(sub, []*server.Account{jobs}); err != nil {
@@ -190,11 +195,13 @@ func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
 	if err := jobs.SetServiceImportSharing(g, subj.Register(), true); err != nil {
 		return fmt.Errorf("coordinator: share %s: %w", subj.Register(), err)
 	}
-	if err := g.AddStreamExport(subj.AllLeases(), []*server.Account{jobs}); err != nil {
-		return fmt.Errorf("coordinator: export leases: %w", err)
-	}
-	if err := jobs.AddStreamImport(g, subj.AllLeases(), ""); err != nil {
-		return fmt.Errorf("coordinator: import leases: %w", err)
+	for _, sub := range []string{subj.AllLeases(), subj.Desired("*")} {
+		if err := g.AddStreamExport(sub, []*server.Account{jobs}); err != nil {
+			return fmt.Errorf("coordinator: export %s: %w", sub, err)
+		}
+		if err := jobs.AddStreamImport(g, sub, ""); err != nil {
+			return fmt.Errorf("coordinator: import %s: %w", sub, err)
+		}
 	}
 	a.jobs, a.linkOK = jobs, true
 	return nil

@@ -69,6 +69,13 @@ type ServiceConfig struct {
 	// Metrics receives the metrics (nil: a private registry).
 	Metrics *Metrics
 
+	// AgentTimeout is how long a node agent may send no heartbeat before
+	// its node leaves the cluster (default DefaultAgentTimeout).
+	AgentTimeout time.Duration
+	// Authority issues the job credentials agents fetch (creds mode; nil:
+	// agents get none).
+	Authority *Authority
+
 	// onApply, when set, sees every folded record, and onRound the time
 	// from each live round's timer to its last lease flushed (tests,
 	// benchmarks).
@@ -91,6 +98,9 @@ func (c *ServiceConfig) validate() error {
 	}
 	if err := c.validateLimits(); err != nil {
 		return err
+	}
+	if c.AgentTimeout == 0 {
+		c.AgentTimeout = DefaultAgentTimeout
 	}
 	if c.SnapshotRounds == 0 {
 		c.SnapshotRounds = DefaultSnapshotRounds
@@ -149,6 +159,8 @@ type Service struct {
 	snapq   chan *Snapshot
 	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
 	ticked  chan error      // result of publishing a tick record
+	agentq  chan agentRequest
+	agents  agentState // node liveness, owned by the loop (agents.go)
 
 	// Owned by the loop.
 	live       bool
@@ -222,6 +234,8 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		snapq:     make(chan *Snapshot, 1),
 		stateq:    make(chan stateWrite, 1),
 		ticked:    make(chan error, 1),
+		agentq:    make(chan agentRequest, 256),
+		agents:    agentState{seen: map[string]time.Time{}, leaving: map[string]bool{}},
 		tickRound: -1,
 	}, nil
 }
@@ -361,6 +375,8 @@ func (s *Service) loop(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	agentTick := time.NewTicker(max(s.cfg.AgentTimeout/4, 50*time.Millisecond))
+	defer agentTick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -378,6 +394,12 @@ func (s *Service) loop(ctx context.Context) error {
 			s.elect(ctx, epoch)
 		case err := <-s.deposed:
 			s.depose(err)
+		case req := <-s.agentq:
+			s.answerAgent(req)
+		case <-agentTick.C:
+			if s.live { // only the leader decides that a node left
+				s.checkAgents(ctx)
+			}
 		case err := <-s.ticked:
 			if err != nil {
 				s.log.Warn().Err(err).Int("round", s.tickRound).Msg("cannot log the round tick; retrying")
@@ -473,9 +495,12 @@ func (s *Service) handle(r record) {
 		s.publishLeases(o.exits)
 	case kindTick:
 		s.startRound(r, &o)
+		s.publishDesired()
 		if o.round != nil {
 			s.checkpoint(false)
 		}
+	case kindSubmit, kindCancel, kindNode, kindReport:
+		s.afterRunnerRecord(&o)
 	default:
 		if o.err != nil {
 			s.log.Warn().Err(o.err).Str("subject", r.Subject).Uint64("seq", r.Seq).Msg("log record ignored")
@@ -495,6 +520,11 @@ func (s *Service) goLive() {
 	s.m.replaySeconds.Set(took.Seconds())
 	s.log.Info().Uint64("records", s.fold.seq).Float64("took_s", took.Seconds()).Int("next_round", s.nextRound()).Uint64("epoch", s.epoch).Msg("log replayed; serving")
 	s.subscribe(s.subj.Register(), s.onRegister)
+	if agents, err := s.subscribeAgents(); err != nil {
+		s.log.Error().Err(err).Msg("cannot subscribe to the agents' subjects")
+	} else {
+		s.subs = append(s.subs, agents...)
+	}
 	s.resizeIfNeeded(s.runCtx)
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
@@ -510,6 +540,7 @@ func (s *Service) goLive() {
 			s.publishLeases(last.Leases) // jobs may have missed them when the old coordinator died
 		}
 	}
+	s.publishDesired()
 	s.ready.Store(true)
 }
 

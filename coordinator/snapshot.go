@@ -93,6 +93,11 @@ func (f *fold) encodePayload() ([]byte, error) {
 	if err := f.core.appendState(&e); err != nil {
 		return nil, err
 	}
+	run, err := f.run.marshal() // runner.go
+	if err != nil {
+		return nil, err
+	}
+	e.Blob(run)
 	f.appendFences(&e) // leader epoch and event budgets (caps.go), last: older snapshots lack them
 	return e.Bytes(), nil
 }
@@ -188,6 +193,9 @@ func (s *StateSnapshot) restore(subj protocol.Subjects, limit int) (*fold, error
 	}
 	if err := core.loadState(d); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	if err := f.run.unmarshal(d.Blob()); err != nil || d.Err() != nil {
+		return nil, fmt.Errorf("%w: submitted jobs and nodes: %v", ErrSnapshotCorrupt, errors.Join(err, d.Err()))
 	}
 	if d.Left() > 0 {
 		f.loadFences(d)
