@@ -58,6 +58,7 @@ func BenchmarkRankSuspension(b *testing.B) {
 	l := newLeaser(b, c, "bench8")
 	rng := rand.New(rand.NewPCG(3, 4))
 	lat := make([]time.Duration, 0, b.N)
+	var gaps int64 // steps rank 0 ran between the SUSPEND and the stop
 	b.ResetTimer()
 	for range b.N {
 		l.run(0, 1, 2, 3, 4, 5, 6, 7)
@@ -67,6 +68,7 @@ func BenchmarkRankSuspension(b *testing.B) {
 			stopped[r].Store(0)
 		}
 		sent := time.Now()
+		at := jobs[0].StepsDone()
 		l.suspend()
 		var last int64
 		waitFor(ctx, func() bool {
@@ -81,6 +83,7 @@ func BenchmarkRankSuspension(b *testing.B) {
 			return true
 		})
 		lat = append(lat, time.Duration(last-sent.UnixNano()))
+		gaps += jobs[0].StepsDone() - at
 	}
 	b.StopTimer()
 	cancel()
@@ -94,4 +97,5 @@ func BenchmarkRankSuspension(b *testing.B) {
 	b.ReportMetric(float64(q(0.99))/1e6, "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1])/1e6, "max-ms")
 	b.ReportMetric(float64(q(0.99))/float64(step), "p99-steps")
+	b.ReportMetric(float64(gaps)/float64(len(lat)), "steps-to-stop")
 }
