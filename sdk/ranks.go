@@ -94,12 +94,26 @@ func (j *Job) Node() string { return j.o.node }
 // a RUN lease; nil otherwise. A coordinator that names no nodes grants
 // cluster-wide ids only: they are returned as one node with an empty name.
 func (j *Job) Devices() []protocol.NodeDevices {
+	l, ok := j.Grant()
+	if !ok {
+		return nil
+	}
+	return LeaseDevices(l)
+}
+
+// Grant is the RUN lease this process trains under while it holds one
+// (for a multi-process job: the lease of the running generation, which
+// every rank shares), and false otherwise.
+func (j *Job) Grant() (protocol.Lease, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.state.Load() != int32(Running) {
-		return nil
+		return protocol.Lease{}, false
 	}
-	return LeaseDevices(j.lease)
+	if j.rk != nil {
+		return cloneLease(j.rk.runLease), true
+	}
+	return cloneLease(j.lease), j.lease.Action == protocol.Run
 }
 
 // LeaseDevices is the grant of a RUN lease per node (see Job.Devices).
@@ -512,4 +526,21 @@ func (j *Job) rankLoop() {
 		}
 		j.publishRank()
 	}
+}
+
+// Gate is the step count (StepsDone) at which a loop that does not use
+// Boundary on every step must call it even while LeaseState reads Running:
+// the next check of the rank agreement (math.MaxInt64 for a
+// single-process job). The C bindings mirror it into the control block.
+func (j *Job) Gate() int64 { return j.gateAt.Load() }
+
+// RankErr is the error that broke the rank agreement (it wraps
+// ErrRankLost), or nil.
+func (j *Job) RankErr() error {
+	if j.rk == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.rk.lost
 }
