@@ -98,8 +98,14 @@ class Trainer:
             self.epoch, self.job_state = ck["epoch"], ck["job"]
         self.model, self.opt = model, opt
         # Wrapping broadcasts rank 0's parameters: every rank builds here,
-        # at the same step, so the collective lines up.
-        self.ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+        # at the same step, so the collective lines up. DDP normally
+        # re-orders its gradient buckets after a wrapper's first iteration;
+        # a new wrapper after every resumption would then sum the gradients
+        # of more than two ranks in another order than an uninterrupted run
+        # (same values, other rounding). find_unused_parameters keeps the
+        # initial bucket order for good, so the result stays bit-identical.
+        self.ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                       find_unused_parameters=True)
 
     def save(self) -> None:
         tmp = self.args.checkpoint + ".tmp"
