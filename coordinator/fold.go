@@ -1,8 +1,10 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 // record is one message of the log.
 type record struct {
 	Seq     uint64
+	Pending uint64    // records after this one in the log when it was read
 	Time    time.Time // when the stream stored it: Core's clock
 	Subject string
 	Header  nats.Header
@@ -26,7 +29,7 @@ func recordOf(m jetstream.Msg) (record, error) {
 	if err != nil {
 		return record{}, err
 	}
-	return record{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, nil
+	return record{Seq: md.Sequence.Stream, Pending: md.NumPending, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, nil
 }
 
 // seconds converts a wall-clock time to Core's clock: seconds since the
@@ -222,7 +225,7 @@ func rejectReason(err error) string {
 	}{
 		{ErrUnknownJob, "unknown_job"}, {ErrOutOfOrder, "out_of_order"}, {ErrJobEnded, "ended"},
 		{ErrNotAdmitted, "not_admitted"}, {ErrConflict, "conflict"}, {ErrTooWide, "too_wide"},
-		{ErrClock, "clock"},
+		{ErrClock, "clock"}, {ErrUnknownNode, "unknown_node"}, {ErrBadNode, "bad_node"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.reason
@@ -238,7 +241,7 @@ func replyCode(err error) protocol.ErrorCode {
 		return protocol.CodeConflict
 	case "ended":
 		return protocol.CodeEnded
-	case "too_wide", "clock":
+	case "too_wide", "clock", "unknown_node", "bad_node":
 		return protocol.CodeRejected
 	}
 	return protocol.Code(err)
@@ -247,5 +250,14 @@ func replyCode(err error) protocol.ErrorCode {
 func sameConfig(a, b *configRecord) bool {
 	return a.GPUs == b.GPUs && a.RoundSeconds == b.RoundSeconds && a.MaxFailed == b.MaxFailed &&
 		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
+		a.Dynamic == b.Dynamic && reflect.DeepEqual(a.Cluster, b.Cluster) && a.Reallocate == b.Reallocate &&
 		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
+}
+
+// orNone shows a logged policy configuration in an error message.
+func orNone(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "none"
+	}
+	return string(raw)
 }

@@ -75,10 +75,21 @@ func (c *Core) Enroll(now float64, r *protocol.Register) (resumed bool, err erro
 	case j.ident != identityOf(r):
 		return false, fmt.Errorf("%w: %s", ErrConflict, r.Job)
 	}
+	vis := visibleSet(r.Visible)
+	if err := c.checkResident(r.Job, r.Workers, r.Node, vis); err != nil {
+		return false, err
+	}
 	if err := c.advance(now); err != nil {
 		return false, err
 	}
 	j.lastHeard = now
+	if j.node != r.Node || !slices.Equal(j.visible, vis) {
+		// The process restarted elsewhere: its grant, if any, is void.
+		j.node, j.visible = r.Node, vis
+		if j.state == Active && j.leaseRound == c.round-1 && j.leaseRound >= 0 && j.void == "" {
+			j.void, j.workers, j.devices = "registered again on another node", nil, nil
+		}
+	}
 	c.rejoin(j)
 	return true, nil
 }
@@ -131,6 +142,7 @@ func (c *Core) drop(j *job, s JobState, reason string) {
 		c.pending = slices.Delete(c.pending, i, i+1)
 	}
 	j.state, j.readmit = s, false
+	j.view.Measurements = nil
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 
@@ -144,7 +156,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 	if c.cfg.ExpireLeases && c.life.ticked && now > c.life.lastTick+c.cfg.RoundSeconds+c.cfg.LeaseGraceSeconds {
 		for _, j := range c.active {
 			if j.leaseRound == c.round-1 {
-				j.leaseRound, j.workers = -1, nil
+				j.leaseRound, j.workers, j.devices = -1, nil, nil
 			}
 		}
 	}
@@ -164,7 +176,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 			leases = append(leases, l)
 		}
 		j.state = Lost
-		j.leaseRound, j.workers, j.leaseSteps, j.leaseElapsed = -1, nil, 0, 0
+		j.leaseRound, j.workers, j.devices, j.leaseSteps, j.leaseElapsed = -1, nil, nil, 0, 0
 		c.active = slices.DeleteFunc(c.active, func(a *job) bool { return a == j })
 		c.pol.Remove(j.view.ID)
 		c.life.lost = append(c.life.lost, Ended{Job: j.view.ID, State: Lost, Time: now, Reason: reason})

@@ -49,7 +49,7 @@
 // width. In one round the gangs of width ≥ w occupy a sum of such widths
 // ≤ G, hence the nested cuts Σ_{w_i ≥ w} w_i·n_i ≤ T·(largest such sum ≤
 // G), valid for any packing (2-GPU gangs on G = 3 get one per round, which
-// settles DESIGN.md's counter-example). Within a
+// settles the counter-example of TestSolve_GangCounterExample). Within a
 // class all job-rounds cost the same, so the best use of m job-rounds is the
 // m largest marginal gains (exact for concave g_i); across classes a
 // dynamic program over the GPU-rounds taken by the wider classes solves

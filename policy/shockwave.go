@@ -86,7 +86,9 @@ type Shockwave struct {
 	round      int // R, the round pointer
 	counter    int // rounds since the last forced re-solve
 	resolve    bool
-	jobsMoved  bool // arrivals or removals since the last fair-share estimate
+	shape      string // GPUs and node sizes of the last snapshot: a change re-solves
+	capNote    string // why the market planned below the GPU count (shockwave_nodes.go)
+	jobsMoved  bool   // arrivals or removals since the last fair-share estimate
 	plan       map[int][]string
 	prevList   []string
 	lastResult *market.Result

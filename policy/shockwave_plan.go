@@ -36,6 +36,12 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 			}
 		}
 	}
+	if shape := fmt.Sprint(snap.GPUs, snap.Nodes); shape != s.shape {
+		if s.shape != "" { // nodes joined or left: new shares, new plan
+			s.resolve, s.jobsMoved = true, true
+		}
+		s.shape = shape
+	}
 	plan := &Plan{Round: snap.Round}
 	if _, planned := s.plan[s.round]; s.resolve || !planned {
 		if err := s.solve(snap, jobs); err != nil {
@@ -52,6 +58,9 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	plan.Explain = s.explain(snap, plan.Run)
 	if r := s.lastResult; r != nil && plan.Solved {
 		plan.Note = fmt.Sprintf("market %s: objective %.6g, bound %.6g, gap %.2g, price %.4g", r.Status, r.Objective, r.Bound, r.Gap, r.Price)
+		if s.capNote != "" {
+			plan.Note += "; " + s.capNote
+		}
 	}
 	if len(s.admitErrs) > 0 {
 		plan.Note = strings.TrimSpace(plan.Note + "; online forecaster refused: " + strings.Join(s.admitErrs, "; "))
@@ -103,7 +112,13 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 		}
 	}
 	s.jobsMoved = false
-	prob := market.Problem{GPUs: snap.GPUs, Round: s.round, Rounds: s.cfg.FutureRounds, RoundSeconds: snap.RoundSeconds}
+	widths := make([]int, len(ids))
+	for i, id := range ids {
+		widths[i] = s.meta[id].workers
+	}
+	capacity, capNote := nodeCapacity(snap.GPUs, snap.Nodes, widths)
+	s.capNote = capNote
+	prob := market.Problem{GPUs: capacity, Round: s.round, Rounds: s.cfg.FutureRounds, RoundSeconds: snap.RoundSeconds}
 	prob.Jobs = make([]market.Job, len(ids))
 	for i, id := range ids {
 		m, e := s.meta[id], est[id]

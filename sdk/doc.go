@@ -1,7 +1,7 @@
 // Package sdk is the job side of Shockwave: a training loop registers with
 // the coordinator, streams its progress (steps, epochs, batch size,
 // measured throughput) as events over NATS, and honors the coordinator's
-// leases at iteration boundaries (DESIGN.md, "Data flow").
+// leases at iteration boundaries.
 //
 // It imports the protocol package and nats.go only, never the NATS server
 // or the coordinator.

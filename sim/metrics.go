@@ -11,6 +11,7 @@ import (
 type Result struct {
 	Policy   string  `json:"policy"`
 	GPUs     int     `json:"gpus"`
+	Nodes    string  `json:"nodes,omitempty"` // the cluster (e.g. "4x8") when not one node
 	Jobs     int     `json:"jobs"`
 	Makespan float64 `json:"makespan_s"`
 	AvgJCT   float64 `json:"avg_jct_s"`

@@ -10,6 +10,7 @@ import (
 	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/sim/workload"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // Constants of the simulated cluster (spec §3.3).
@@ -23,9 +24,13 @@ const (
 
 // Config describes one simulation run.
 type Config struct {
-	Jobs         []workload.Spec
-	Throughputs  *workload.Throughputs
-	GPUs         int
+	Jobs        []workload.Spec
+	Throughputs *workload.Throughputs
+	GPUs        int
+	// Cluster places gangs on nodes (package topology; coordinator doc,
+	// "Nodes and placement"). Empty: one node of GPUs, the flat pool. With
+	// a cluster GPUs may be 0 (its total) or must equal that total.
+	Cluster      topology.Cluster
 	RoundSeconds float64 // Δ, default 120
 	Policy       string  // a policy name or alias (package policy)
 	Options      policy.Options
@@ -84,6 +89,16 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.RoundSeconds == 0 {
 		cfg.RoundSeconds = coordinator.DefaultRoundSeconds
 	}
+	if len(cfg.Cluster.Nodes) > 0 {
+		if err := cfg.Cluster.Validate(); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		if total := cfg.Cluster.GPUs(); cfg.GPUs == 0 {
+			cfg.GPUs = total
+		} else if cfg.GPUs != total {
+			return nil, fmt.Errorf("sim: %d GPUs, the cluster has %d", cfg.GPUs, total)
+		}
+	}
 	if cfg.GPUs <= 0 {
 		return nil, fmt.Errorf("sim: GPU count must be positive, got %d", cfg.GPUs)
 	}
@@ -97,12 +112,15 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	core, err := coordinator.NewCore(coordinator.Config{GPUs: cfg.GPUs, RoundSeconds: cfg.RoundSeconds}, pol)
+	core, err := coordinator.NewCore(coordinator.Config{GPUs: cfg.GPUs, Cluster: cfg.Cluster, RoundSeconds: cfg.RoundSeconds}, pol)
 	if err != nil {
 		return nil, err
 	}
 	r := &run{cfg: cfg, core: core, byID: map[string]*simJob{}, prevRun: map[string][]int{}}
 	r.res = &Result{Policy: pol.Name(), GPUs: cfg.GPUs, Jobs: len(cfg.Jobs), busy: make([]float64, cfg.GPUs)}
+	if len(cfg.Cluster.Nodes) > 1 {
+		r.res.Nodes = cfg.Cluster.String()
+	}
 	for i, sp := range cfg.Jobs {
 		j, err := newSimJob(sp, cfg.Throughputs)
 		if err != nil {

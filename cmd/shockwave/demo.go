@@ -86,8 +86,11 @@ func demo(f demoFlags, out io.Writer) error {
 		return err
 	}
 	defer nc.Close()
+	// A live coordinator: the Gavel-round baselines re-allocate on change,
+	// as `shockwave coordinator` does by default.
 	svc, err := coordinator.NewService(nc, coordinator.ServiceConfig{Policy: f.policy,
-		Core: coordinator.Config{GPUs: f.gpus, RoundSeconds: f.round.Seconds()}})
+		PolicyOptions: policy.Options{ReallocateOnChange: true},
+		Core:          coordinator.Config{GPUs: f.gpus, RoundSeconds: f.round.Seconds()}})
 	if err != nil {
 		return err
 	}

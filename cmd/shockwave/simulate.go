@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,11 +28,11 @@ func init() {
 
 type simFlags struct {
 	trace, throughputs, policies, config, format, plot string
-	dump, info, forecasts                              string
+	dump, info, forecasts, nodes, cluster              string
 	gpus, generate                                     int
 	seed                                               uint64
 	round                                              time.Duration
-	compat                                             bool
+	compat, reallocate                                 bool
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
@@ -39,7 +40,9 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("simulate", stderr)
 	fs.StringVar(&f.trace, "trace", "", "trace `FILE` in the original's 12-field TAB-separated format (default: a generated trace)")
 	fs.StringVar(&f.throughputs, "throughputs", "tacc", "throughput table: the built-in `tacc` or `wisr`, or a FILE in the original JSON format")
-	fs.IntVar(&f.gpus, "gpus", 32, "number of GPUs")
+	fs.IntVar(&f.gpus, "gpus", 32, "number of GPUs: one node, the flat pool")
+	fs.StringVar(&f.nodes, "nodes", "", "`NxK`: N nodes of K GPUs each (instead of --gpus)")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster description `FILE` (JSON: nodes with name, gpus, type; instead of --gpus)")
 	fs.StringVar(&f.policies, "policy", "", "comma-separated `LIST` of policies (default: all); aliases of the original scripts are accepted")
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (the original's Shockwave JSON config)")
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length")
@@ -49,12 +52,15 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
 	fs.StringVar(&f.dump, "dump-instances", "", "write every market instance the shockwave policy solves into `DIR` (read them with shockwave solve)")
 	fs.BoolVar(&f.compat, "compat", false, "reproduce the original simulator's bugs (README: compatibility mode)")
+	fs.BoolVar(&f.reallocate, "reallocate-on-change", false, "Gavel-round baselines re-allocate as soon as jobs arrive or leave while GPUs are idle (a live coordinator's default; off here, like the original)")
 	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
 	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := f.load()
+	gpusSet := false
+	fs.Visit(func(fl *flag.Flag) { gpusSet = gpusSet || fl.Name == "gpus" })
+	cfg, err := f.load(gpusSet)
 	if err != nil {
 		return err
 	}
@@ -94,13 +100,19 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.forecasts != "" {
 		i := slices.Index(names, "shockwave")
-		return writeForecastReport(f.forecasts, f.info, results[i], stdout)
+		// With --format json stdout holds the one JSON document; the
+		// summary table goes to stderr (the file has it too).
+		w := stdout
+		if f.format == "json" {
+			w = stderr
+		}
+		return writeForecastReport(f.forecasts, f.info, results[i], w)
 	}
 	return nil
 }
 
 // load validates the flags and builds the simulation inputs.
-func (f *simFlags) load() (sim.Config, error) {
+func (f *simFlags) load(gpusSet bool) (sim.Config, error) {
 	var cfg sim.Config
 	if f.format != "table" && f.format != "json" {
 		return cfg, badInput("--format: unknown format %q (want table or json)", f.format)
@@ -120,6 +132,12 @@ func (f *simFlags) load() (sim.Config, error) {
 		return cfg, err
 	}
 	cfg = sim.Config{Jobs: jobs, Throughputs: thr, GPUs: f.gpus, RoundSeconds: f.round.Seconds(), Compat: f.compat}
+	if cfg.Cluster, err = clusterFlags(f.nodes, f.cluster, gpusSet); err != nil {
+		return cfg, err
+	}
+	if len(cfg.Cluster.Nodes) > 0 {
+		cfg.GPUs = cfg.Cluster.GPUs()
+	}
 	sw := policy.DefaultShockwaveConfig()
 	if f.config != "" {
 		raw, err := os.ReadFile(f.config)
@@ -138,6 +156,7 @@ func (f *simFlags) load() (sim.Config, error) {
 	}
 	sw.Info = f.info
 	cfg.Options.Config = sw
+	cfg.Options.ReallocateOnChange = f.reallocate
 	if err := sim.CheckWorkload(jobs, thr); err != nil {
 		return cfg, usageError{err}
 	}

@@ -35,6 +35,7 @@ type jsonResult struct {
 	EnvyP90            float64   `json:"envy_p90"`
 	EnvyP99            float64   `json:"envy_p99"`
 	EnvyMax            float64   `json:"envy_max"`
+	Nodes              string    `json:"nodes,omitempty"`
 }
 
 func newJSONResult(r *sim.Result) jsonResult {
@@ -59,6 +60,7 @@ func newJSONResult(r *sim.Result) jsonResult {
 		EnvyP90:            r.EnvyP90,
 		EnvyP99:            r.EnvyP99,
 		EnvyMax:            r.EnvyMax,
+		Nodes:              r.Nodes,
 	}
 }
 

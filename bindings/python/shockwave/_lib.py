@@ -138,8 +138,9 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
             _lib, _lib_path = lib, p
             return lib
         raise LibraryNotFound(
-            "shockwave: libshockwave.so not found. Build it with `make lib` in the "
-            "shockwave source tree, or set $" + ENV_LIBRARY + " to its path. Tried: "
+            "shockwave: libshockwave.so not found. Install the wheel (`make wheel` in the "
+            "shockwave source tree, then pip install dist/shockwave-*.whl), build the library "
+            "with `make lib`, or set $" + ENV_LIBRARY + " to its path. Tried: "
             + "; ".join(errors)
         )
 
