@@ -14,6 +14,7 @@ import (
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/sdk"
 	"github.com/shockwave-sched/shockwave/sdk/sdktest"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // toyGrad is rank's gradient at step k of a toy regression: deterministic
@@ -220,4 +221,83 @@ func TestRanks_ASilentRankStopsTheOthersWithErrRankLost(t *testing.T) {
 			t.Logf("rank %d: %v", r, errs[r])
 		}
 	}
+}
+
+// TestRanks_AResidentJobTrainsOnTheDevicesTheCoordinatorGrantsOnItsNode
+// runs a 2-rank job resident on node-1 of a 2×2 cluster under the
+// coordinator's own rounds (a job resident on node-0 runs beside it): every
+// rank's grant names node-1's two devices, and the weights match an
+// uninterrupted run.
+func TestRanks_AResidentJobTrainsOnTheDevicesTheCoordinatorGrantsOnItsNode(t *testing.T) {
+	const world, steps = 2, 200
+	c := sdktest.Start(t, sdktest.Config{Cluster: topology.Uniform(2, 2), Round: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	other, err := sdk.Register(ctx, sdk.WithURL(c.URL()), sdk.WithJobID("other"), sdk.WithModel("other"), sdk.WithBatchSize(8),
+		sdk.WithDatasetSize(1<<20), sdk.WithTotalSteps(1<<20), sdk.WithWorkers(2), sdk.WithNode("node-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var otherDevices atomic.Pointer[[]protocol.NodeDevices]
+	go func() {
+		for _, err := range sdk.Steps(ctx, other, sdk.SourceFunc[int](func(context.Context) (int, error) {
+			time.Sleep(5 * time.Millisecond)
+			return 0, nil
+		})) {
+			if err != nil {
+				return
+			}
+			d := other.Devices()
+			otherDevices.Store(&d)
+		}
+	}()
+	runs := make([]rankRun, world)
+	jobs := registerRanks(t, world, func(r int) []sdk.Option {
+		return append(rankOptions(c, "resident", r, world, steps), sdk.WithNode("node-1"), sdk.WithVisibleDevices(0, 1))
+	})
+	coll := newCollective(world, 20*time.Second)
+	var wg sync.WaitGroup
+	grants := make([][]protocol.NodeDevices, world)
+	for r := range world {
+		wg.Go(func() {
+			j := jobs[r]
+			w, k := 0.0, int64(-1)
+			for _, err := range sdk.Steps(ctx, j, sdk.SourceFunc[int](func(context.Context) (int, error) { return 0, nil })) {
+				if err != nil {
+					runs[r].err = err
+					return
+				}
+				if k < 0 {
+					k, grants[r] = j.StepsDone(), j.Devices()
+				}
+				s, err := coll.allReduce(r, k, toyGrad(w, k, r))
+				if err != nil {
+					runs[r].err = err
+					return
+				}
+				w -= 0.05 * s / world
+				k++
+				time.Sleep(2 * time.Millisecond)
+			}
+			runs[r].w = w
+		})
+	}
+	wg.Wait()
+	want := toyReference(world, steps)
+	for r := range world {
+		if runs[r].err != nil {
+			t.Fatalf("rank %d: %v", r, runs[r].err)
+		}
+		if math.Float64bits(runs[r].w) != math.Float64bits(want) {
+			t.Errorf("rank %d: final weight %v, uninterrupted run %v", r, runs[r].w, want)
+		}
+		if g := grants[r]; len(g) != 1 || g[0].Node != "node-1" || len(g[0].Devices) != 2 {
+			t.Errorf("rank %d trained on %v, want node-1's two devices", r, g)
+		}
+	}
+	if d := otherDevices.Load(); d == nil || len(*d) != 1 || (*d)[0].Node != "node-0" {
+		t.Errorf("the job resident on node-0 trained on %v", d)
+	}
+	t.Logf("grants: ranks %v, other job %v", grants, *otherDevices.Load())
 }
