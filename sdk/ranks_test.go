@@ -301,3 +301,62 @@ func TestRanks_AResidentJobTrainsOnTheDevicesTheCoordinatorGrantsOnItsNode(t *te
 	}
 	t.Logf("grants: ranks %v, other job %v", grants, *otherDevices.Load())
 }
+
+// TestRanks_AForgedRank0OrGarbageOnTheRanksSubjectNeverHangsTheJob
+// publishes, as a process holding the job's credentials could, garbage and
+// then a well-formed message of a second "rank 0" on the job's ranks
+// subject: the garbage is ignored (the job trains on), the impostor breaks
+// the agreement, and every rank ends with ErrRankLost instead of following
+// it or hanging.
+func TestRanks_AForgedRank0OrGarbageOnTheRanksSubjectNeverHangsTheJob(t *testing.T) {
+	const world = 2
+	c := sdktest.Start(t, sdktest.Config{GPUs: 2, Round: time.Hour})
+	jobs := registerRanks(t, world, func(r int) []sdk.Option { return rankOptions(c, "forged", r, world, 1<<20) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := newLeaser(t, c, "forged")
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Go(func() {
+			for _, err := range sdk.Steps(ctx, jobs[r], sdk.SourceFunc[int](func(context.Context) (int, error) { return 0, nil })) {
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	grantUntil(ctx, l, []int{0, 1}, func() bool { return allRunning(jobs) })
+	nc := c.Client()
+	subj := c.Subj.Ranks("forged")
+	for _, junk := range []string{"{", `{"v":1}`, `{"v":1,"job":"forged","rank":0,"world":2,"proc":7,"session":0,"gen":9,"step":0,"stop_at":-1}`} {
+		if err := nc.Publish(subj, []byte(junk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = nc.Flush()
+	before := jobs[1].StepsDone()
+	waitFor(ctx, func() bool { return jobs[1].StepsDone() > before+20 })
+	if jobs[0].LeaseState() != sdk.Running || jobs[1].LeaseState() != sdk.Running {
+		t.Fatalf("garbage on the ranks subject stopped the job: %v %v", jobs[0].Reason(), jobs[1].Reason())
+	}
+	impostor := `{"v":1,"job":"forged","rank":0,"world":2,"proc":12345,"session":99,"gen":50,"step":0,"base":0,"release":1000000,"stop_at":-1,"lease":{"v":1,"job":"forged","round":1,"action":"RUN","workers":[0,1],"start":1,"expiry":9999999999}}`
+	if err := nc.Publish(subj, []byte(impostor)); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("the ranks ran on until the deadline")
+	}
+	for r, err := range errs {
+		if !errors.Is(err, sdk.ErrRankLost) {
+			t.Errorf("rank %d: %v, want ErrRankLost", r, err)
+		}
+	}
+	if n := jobs[1].Stats().BadLeases; n < 2 {
+		t.Errorf("rank 1 counted %d bad messages, want the 2 malformed ones", n)
+	}
+}
