@@ -131,7 +131,7 @@ type Stats struct {
 	Seq              uint64 // last event sequence number assigned
 	Buffered         int    // events not yet delivered
 	Coalesced        int64  // progress events merged while the buffer was full
-	BadLeases        int64  // lease messages ignored as malformed or foreign
+	BadLeases        int64  // lease and rank messages ignored as malformed or foreign
 	Suspensions      int64  // suspensions the iterator went through
 	Connected        bool
 }
