@@ -53,9 +53,12 @@ func (j *Job) LeaseState() LeaseState { return LeaseState(j.state.Load()) }
 // agreed stop step it returns Suspend, Preempt or Stop although the lease
 // state still read Running; on a rank other than 0 at the release horizon
 // it blocks until rank 0 releases more steps (bounded by the rank timeout).
-func (j *Job) Boundary() Directive {
+func (j *Job) Boundary() Directive { return j.boundary(context.Background()) }
+
+// boundary is Boundary whose wait at a rank's release horizon ends with ctx.
+func (j *Job) boundary(ctx context.Context) Directive {
 	if j.steps.Load() >= j.gateAt.Load() {
-		return j.gate()
+		return j.gate(ctx)
 	}
 	switch LeaseState(j.state.Load()) {
 	case Running:

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -348,7 +349,7 @@ func (j *Job) parkLocked() {
 }
 
 // gate is the slow path of a boundary at or past gateAt.
-func (j *Job) gate() Directive {
+func (j *Job) gate(ctx context.Context) Directive {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.rk == nil {
@@ -358,7 +359,7 @@ func (j *Job) gate() Directive {
 	if j.rk.rank == 0 {
 		return j.leaderGateLocked(b)
 	}
-	return j.followerGateLocked(b)
+	return j.followerGateLocked(ctx, b)
 }
 
 // stopHereLocked stops the running generation at its stop step b.

@@ -99,3 +99,37 @@ func BenchmarkRankSuspension(b *testing.B) {
 	b.ReportMetric(float64(q(0.99))/float64(step), "p99-steps")
 	b.ReportMetric(float64(gaps)/float64(len(lat)), "steps-to-stop")
 }
+
+// BenchmarkStepTwoRanks is BenchmarkStep for rank 0 of a 2-rank job whose
+// other rank trains alongside: the per-step path with the rank agreement's
+// gate (rank 0 raises the release every few milliseconds of steps).
+func BenchmarkStepTwoRanks(b *testing.B) {
+	c := sdktest.Start(b, sdktest.Config{GPUs: 2, Round: time.Hour})
+	jobs := registerRanks(b, 2, func(r int) []sdk.Option { return rankOptions(c, "step2", r, 2, 1<<33) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	l := newLeaser(b, c, "step2")
+	src := sdk.SourceFunc[int](func(context.Context) (int, error) { return 1, nil })
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		for _, err := range sdk.Steps(ctx, jobs[1], src) {
+			if err != nil {
+				return
+			}
+		}
+	})
+	l.run(0, 1) // rank 0 registered, so it hears it; the generation starts with its loop
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for _, err := range sdk.Steps(ctx, jobs[0], src) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n++; n == b.N {
+			break
+		}
+	}
+}

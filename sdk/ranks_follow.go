@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -13,7 +14,10 @@ import (
 // release horizon it waits for rank 0 to release more steps, for as long
 // as rank 0 keeps sending heartbeats (so a rank that missed a message
 // blocks instead of running past a stop it did not hear of).
-func (j *Job) followerGateLocked(b int64) Directive {
+//
+// When ctx ends while it waits it returns Stop without changing the
+// agreement; the caller must not train (Steps ends with ctx's error).
+func (j *Job) followerGateLocked(ctx context.Context, b int64) Directive {
 	r := j.rk
 	for {
 		switch {
@@ -52,6 +56,10 @@ func (j *Job) followerGateLocked(b int64) Directive {
 		case <-ch:
 		case <-t.C:
 		case <-j.quit:
+		case <-ctx.Done():
+			t.Stop()
+			j.mu.Lock()
+			return Stop
 		}
 		t.Stop()
 		j.mu.Lock()

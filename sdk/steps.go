@@ -43,7 +43,7 @@ func (f SourceFunc[T]) Next(ctx context.Context) (T, error) { return f(ctx) }
 func Steps[T any](ctx context.Context, j *Job, src Source[T]) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
-		if err := j.pause(ctx, j.Boundary(), true); err != nil {
+		if err := j.pause(ctx, j.boundary(ctx), true); err != nil {
 			yield(zero, err)
 			return
 		}
@@ -84,7 +84,11 @@ func Steps[T any](ctx context.Context, j *Job, src Source[T]) iter.Seq2[T, error
 			// gateAt (a local comparison per step; see ranks.go).
 			if j.state.Load() != int32(Running) || m.pending >= m.gateLeft {
 				m.publish()
-				if d := j.Boundary(); d != Continue {
+				if d := j.boundary(ctx); d != Continue {
+					if err := ctx.Err(); err != nil {
+						yield(zero, j.jobErr(err, "training loop"))
+						return
+					}
 					if err := j.pause(ctx, d, false); err != nil {
 						yield(zero, err)
 						return
