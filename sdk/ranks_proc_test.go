@@ -132,6 +132,9 @@ func rankChild() int {
 		switch {
 		case errors.Is(err, sdk.ErrRankLost):
 			return fail(exitRankLost, err)
+		case errors.Is(err, sdk.ErrPreempted):
+			say("preempted %d", job.StepsDone())
+			return exitOK
 		case err != nil:
 			return fail(exitFailed, err)
 		}
@@ -283,7 +286,7 @@ func (p *rankProc) prefixed(prefix string) []string {
 }
 
 // startRanks starts world rank processes of job id.
-func startRanks(t *testing.T, c *sdktest.Coordinator, id, dir string, world int, steps int64, sleep time.Duration) []*rankProc {
+func startRanks(t *testing.T, c *sdktest.Coordinator, id, dir string, world int, steps int64, sleep time.Duration, env ...string) []*rankProc {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -298,6 +301,7 @@ func startRanks(t *testing.T, c *sdktest.Coordinator, id, dir string, world int,
 		p.cmd.Env = append(os.Environ(), "SDK_RANK_CHILD=1", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world),
 			"LOCAL_RANK="+strconv.Itoa(r), sdk.EnvURL+"="+c.URL(), sdk.EnvJob+"="+id, "RANKS_DIR="+dir,
 			"RANKS_ADDR="+addr, "RANKS_STEPS="+strconv.FormatInt(steps, 10), "RANKS_SLEEP="+sleep.String())
+		p.cmd.Env = append(p.cmd.Env, env...)
 		stdout, err := p.cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -516,4 +520,43 @@ func last(lines []string) string {
 		return ""
 	}
 	return lines[len(lines)-1]
+}
+
+// TestRankProcesses_InExitModeEveryRankExitsAtTheSameStepAndTheRestartResumes
+// runs an EXIT-mode job of three rank processes (as the node agent runs
+// them): at every SUSPEND every rank saves nothing but rank 0's checkpoint
+// and exits 0 at the same step; the restarted processes resume from it,
+// and after three preemptions the job ends with the weights of an
+// uninterrupted run.
+func TestRankProcesses_InExitModeEveryRankExitsAtTheSameStepAndTheRestartResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes")
+	}
+	const world, steps = 3, 300
+	c := sdktest.Start(t, sdktest.Config{GPUs: world, Round: time.Hour})
+	dir := t.TempDir()
+	l := newLeaser(t, c, "exit3")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var stops []string
+	for i := range 3 {
+		procs := startRanks(t, c, "exit3", dir, world, steps, 2*time.Millisecond, sdk.EnvExit+"=1")
+		grantUntil(ctx, l, []int{0, 1, 2}, func() bool { return allPrinted(procs, "start ", 1) || anyExited(procs) })
+		time.Sleep(time.Duration(60+40*i) * time.Millisecond)
+		l.suspend()
+		waitExit(t, procs, 30*time.Second)
+		for _, p := range procs {
+			pre := p.prefixed("preempted ")
+			if p.code != 0 || len(pre) != 1 || pre[0] != procs[0].prefixed("preempted ")[0] {
+				t.Fatalf("preemption %d: rank %d exited %d after %v, rank 0 after %v: %v", i+1, p.rank, p.code,
+					pre, procs[0].prefixed("preempted "), p.output())
+			}
+		}
+		stops = append(stops, procs[0].prefixed("preempted ")[0])
+	}
+	procs := startRanks(t, c, "exit3", dir, world, steps, time.Millisecond, sdk.EnvExit+"=1")
+	grantUntil(ctx, l, []int{0, 1, 2}, func() bool { return allPrinted(procs, "start ", 1) || anyExited(procs) })
+	waitExit(t, procs, 60*time.Second)
+	checkFinal(t, procs, toyReference(world, steps))
+	t.Logf("preempted at steps %v", stops)
 }
