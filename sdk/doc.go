@@ -170,6 +170,10 @@
 //   - A rank blocked inside a collective with a dead peer is released by
 //     the collective library (gloo and NCCL fail on a closed connection or
 //     their own timeout), not by the SDK.
+//   - The ranks talk through the coordinator's NATS: while it is
+//     unreachable no release arrives, so the ranks stop at their horizon
+//     (a single process would train on until its lease expires), and an
+//     outage longer than the rank timeout ends them with ErrRankLost.
 //
 // After ErrRankLost the process exits non-zero and the launcher (the node
 // agent, or torchrun with restarts) restarts every rank; they resume from
