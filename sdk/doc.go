@@ -51,6 +51,8 @@
 //	Record(steps, samples, d)   the same with an exact sample count (short last batches)
 //	LeaseState()                Waiting, Running, Ended or Closed: one atomic load
 //	Boundary()                  Continue, Suspend, Preempt (EXIT mode) or Stop; no hooks
+//	Gate()                      multi-rank: the step at which to call Boundary even under Running
+//	Devices() / Grant()         the current grant per node / the RUN lease it comes from
 //	Changed()                   a channel closed at the next lease change (to mirror the state)
 //	WaitRun(ctx)                block until a RUN lease; returns it (ErrEnded, ErrClosed, ctx errors)
 //	EndEpoch()                  an epoch boundary (an event never coalesced)
