@@ -128,16 +128,16 @@ class TestDevicesAndHooks(unittest.TestCase):
     def test_devices_name_the_grant_and_hooks_receive_the_lease(self):
         seen: Dict[str, list] = {"suspend": [], "resume": []}
         job = shockwave.Job(model="dev", job_id="dev-1", url=self.coord.url, batch_size=4, dataset_size=1 << 20,
-                            total_steps=1 << 20, library=LIBRARY, node="node-b",
+                            total_steps=1 << 20, library=LIBRARY, node="node-0",
                             on_suspend=lambda lease: seen["suspend"].append(lease),
                             on_resume=lambda lease: seen["resume"].append(lease))
         self.addCleanup(job.close)
         leaser = Leaser(self.coord.url, "dev-1")
         self.addCleanup(leaser.close)
         self.assertEqual(job.devices, [])
-        leaser.run([5], devices=[("node-b", [1])])
+        leaser.run([1], devices=[("node-0", [1])])
         job.wait_for_lease()
-        self.assertEqual(job.devices, [("node-b", 1)])
+        self.assertEqual(job.devices, [("node-0", 1)])
         self.assertEqual(job.local_devices, [1])
         it = job.iterate(range(1 << 20))
         next(it)
