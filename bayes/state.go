@@ -17,7 +17,7 @@ import (
 // order, floats as bit patterns.
 
 // stateVersion is the version of the forecaster's state encoding.
-const stateVersion = 1
+const stateVersion = 2
 
 // MarshalState returns the forecaster's learned state. The configuration
 // is not part of it: restore into a forecaster built with the same one.
@@ -76,6 +76,12 @@ func (f *Forecaster) AppendState(e *wire.Encoder) {
 		e.Int(f.batch[k].jobs)
 		e.Int(f.batch[k].max)
 	}
+	e.Len(len(f.cal.scores))
+	for _, v := range f.cal.scores {
+		e.F64(v)
+	}
+	e.Int(f.cal.next)
+	e.F64(f.cal.scale)
 	jk := sortedKeys(f.jobs, cmp.Compare[string])
 	e.Len(len(jk))
 	for _, id := range jk {
@@ -110,6 +116,18 @@ func (f *Forecaster) LoadState(d *wire.Decoder) {
 	for range d.Len(24) {
 		k := d.Str()
 		f.batch[k] = &modelBatch{jobs: d.Int(), max: d.Int()}
+	}
+	f.cal.scores = make([]float64, d.Len(8))
+	for i := range f.cal.scores {
+		f.cal.scores[i] = d.F64()
+	}
+	if len(f.cal.scores) > calWindow {
+		d.Failf("bayes: state: %d calibration scores, at most %d", len(f.cal.scores), calWindow)
+	}
+	f.cal.next = d.IntIn(0, max(calWindow-1, 0))
+	f.cal.scale = d.F64()
+	if len(f.cal.scores) == 0 {
+		f.cal.scores = nil
 	}
 	clear(f.jobs)
 	for range d.Len(64) {
@@ -209,6 +227,14 @@ func (j *job) append(e *wire.Encoder) {
 		e.F64(o.logThr)
 		e.F64(o.v)
 	}
+	e.F64(j.exec)
+	e.Int(j.ncal)
+	for _, p := range j.cal[:j.ncal] {
+		e.F64(p.exec)
+		e.F64(p.mean)
+		e.F64(p.p10)
+		e.F64(p.p90)
+	}
 	j.det.append(e)
 }
 
@@ -228,6 +254,11 @@ func (f *Forecaster) loadJob(d *wire.Decoder) *job {
 	j.nown = d.IntIn(0, maxLevels)
 	for i := range j.own {
 		j.own[i] = levelObs{bs: d.Int(), logThr: d.F64(), v: d.F64()}
+	}
+	j.exec = d.F64()
+	j.ncal = d.IntIn(0, len(calMarks))
+	for i := range j.cal[:j.ncal] {
+		j.cal[i] = calPoint{exec: d.F64(), mean: d.F64(), p10: d.F64(), p90: d.F64()}
 	}
 	if d.Err() != nil {
 		return nil

@@ -21,7 +21,9 @@
 // Config.Cluster sets it; with none, Config.GPUs is one node "node-0", the
 // flat pool. Cluster-wide GPU ids number the devices node by node in
 // topology order; a RUN lease carries both the ids (Workers) and, per node,
-// the node's name and its local device indices (Devices, same order).
+// the node's name and its local device indices (Devices, same order). The
+// ids follow the current membership (a node leaving shifts the ids of the
+// nodes after it, even for a job that keeps its devices); Devices are stable.
 //
 // Placement, each tick, of the jobs the plan runs:
 //
@@ -149,4 +151,20 @@
 // the register, events and lease subjects; each job's user JWT allows only
 // its own subjects, and the server-stamped Nats-Request-Info header of a
 // registration names the requesting job, so a job cannot register another.
+//
+// # Node agents and submitted jobs (agents.go, runner.go, submit.go)
+//
+// `shockwave submit` stores a job (command, width, environment, ranks per
+// node, retry bound) in the log; Core registers it at once with a
+// placeholder registration (Core.Submit) that its process's first
+// registration replaces. Submitted jobs are never marked lost. Agents join
+// and send heartbeats on <prefix>.agent.<node>.*; a join, a node leaving
+// (its heartbeats stopped for ServiceConfig.AgentTimeout) and an agent's
+// report that a job's processes exited are log records, folded like the
+// rest (Core.JoinNode, Core.LeaveNode; exits: completion, a bounded number
+// of restarts as new attempts, then failure with the reason in the job's
+// status). The fold derives each node's desired state from the current
+// round's RUN leases (protocol.NodeDesired) and the service publishes it on
+// <prefix>.node.<node>.desired. AgentPermissions confine an agent to its
+// own node's subjects. docs/agent.md describes the whole.
 package coordinator

@@ -61,6 +61,10 @@ type outcome struct {
 	round    *Round                  // tick: the round it started
 	solve    time.Duration           // tick: how long Core.Tick took
 	exits    []protocol.Lease        // EXIT leases returned by events
+	// Records of agents and submissions (runner.go): the reply to send, and
+	// whether the nodes' desired state changed.
+	agentAnswer any
+	desired     bool
 }
 
 func (o *outcome) reject(reason string, err error) {
@@ -84,10 +88,11 @@ type fold struct {
 	seq    uint64
 	last   *Round                    // the most recent round
 	leases map[string]protocol.Lease // RUN leases of the most recent round
+	run    *runner                   // submitted jobs and node agents (runner.go)
 }
 
 func newFold(subj protocol.Subjects, limit int) *fold {
-	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}}
+	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner()}
 }
 
 // apply folds one record.
@@ -106,7 +111,11 @@ func (f *fold) apply(r record) outcome {
 	case r.Subject == f.subj.Prefix+"."+logTick:
 		return f.tick(r)
 	}
+	if o, ok := f.applyRunner(r); ok {
+		return o
+	}
 	if job, ok := f.subj.EventsJob(r.Subject); ok {
+		f.run.afterEvents(job) // runner.go
 		return f.events(job, r)
 	}
 	o := outcome{kind: kindUnknown}
@@ -214,6 +223,7 @@ func (f *fold) tick(r record) outcome {
 			f.leases[l.Job] = l
 		}
 	}
+	f.run.afterTick(f.leases)
 	return o
 }
 

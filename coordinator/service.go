@@ -55,6 +55,13 @@ type ServiceConfig struct {
 	// Metrics receives the metrics (nil: a private registry).
 	Metrics *Metrics
 
+	// AgentTimeout is how long a node agent may send no heartbeat before
+	// its node leaves the cluster (default DefaultAgentTimeout).
+	AgentTimeout time.Duration
+	// Authority issues the job credentials agents fetch (creds mode; nil:
+	// agents get none).
+	Authority *Authority
+
 	// onApply, when set, sees every folded record, and onRound the time
 	// from each live round's timer to its last lease flushed (tests,
 	// benchmarks).
@@ -74,6 +81,9 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
+	}
+	if c.AgentTimeout == 0 {
+		c.AgentTimeout = DefaultAgentTimeout
 	}
 	if c.SnapshotRounds == 0 {
 		c.SnapshotRounds = DefaultSnapshotRounds
@@ -129,6 +139,8 @@ type Service struct {
 	snapq   chan *Snapshot
 	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
 	ticked  chan error      // result of publishing a tick record
+	agentq  chan agentRequest
+	agents  agentState // node liveness, owned by the loop (agents.go)
 
 	// Owned by the loop.
 	live       bool
@@ -183,6 +195,8 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		snapq:     make(chan *Snapshot, 1),
 		stateq:    make(chan stateWrite, 1),
 		ticked:    make(chan error, 1),
+		agentq:    make(chan agentRequest, 256),
+		agents:    agentState{seen: map[string]time.Time{}, leaving: map[string]bool{}},
 		tickRound: -1,
 	}, nil
 }
@@ -311,7 +325,13 @@ func (s *Service) subscribe() ([]*nats.Subscription, error) {
 	for _, sub := range []*nats.Subscription{reg, st} {
 		_ = sub.SetPendingLimits(64<<10, 64<<20)
 	}
-	return []*nats.Subscription{reg, st}, nil
+	agents, err := s.subscribeAgents()
+	if err != nil {
+		_ = reg.Unsubscribe()
+		_ = st.Unsubscribe()
+		return nil, err
+	}
+	return append([]*nats.Subscription{reg, st}, agents...), nil
 }
 
 // loop is the one goroutine that owns the Core.
@@ -319,6 +339,8 @@ func (s *Service) loop(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	agentTick := time.NewTicker(max(s.cfg.AgentTimeout/4, 50*time.Millisecond))
+	defer agentTick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -332,6 +354,10 @@ func (s *Service) loop(ctx context.Context) error {
 			}
 		case req := <-s.statusq:
 			s.answerStatus(req)
+		case req := <-s.agentq:
+			s.answerAgent(req)
+		case <-agentTick.C:
+			s.checkAgents(ctx)
 		case err := <-s.ticked:
 			if err != nil {
 				s.log.Warn().Err(err).Int("round", s.tickRound).Msg("cannot log the round tick; retrying")
@@ -419,9 +445,12 @@ func (s *Service) handle(r record) {
 		s.publishLeases(o.exits)
 	case kindTick:
 		s.startRound(r, &o)
+		s.publishDesired()
 		if o.round != nil {
 			s.checkpoint(false)
 		}
+	case kindSubmit, kindCancel, kindNode, kindReport:
+		s.afterRunnerRecord(&o)
 	default:
 		if o.err != nil {
 			s.log.Warn().Err(o.err).Str("subject", r.Subject).Uint64("seq", r.Seq).Msg("log record ignored")
@@ -454,6 +483,7 @@ func (s *Service) goLive() {
 			s.publishLeases(last.Leases) // jobs may have missed them when the old coordinator died
 		}
 	}
+	s.publishDesired()
 	s.ready.Store(true)
 }
 

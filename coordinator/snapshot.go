@@ -93,6 +93,11 @@ func (f *fold) encodePayload() ([]byte, error) {
 	if err := f.core.appendState(&e); err != nil {
 		return nil, err
 	}
+	run, err := f.run.marshal() // runner.go
+	if err != nil {
+		return nil, err
+	}
+	e.Blob(run)
 	return e.Bytes(), nil
 }
 
@@ -187,6 +192,9 @@ func (s *StateSnapshot) restore(subj protocol.Subjects, limit int) (*fold, error
 	}
 	if err := core.loadState(d); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	if err := f.run.unmarshal(d.Blob()); err != nil || d.Err() != nil {
+		return nil, fmt.Errorf("%w: submitted jobs and nodes: %v", ErrSnapshotCorrupt, errors.Join(err, d.Err()))
 	}
 	if err := d.End(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)

@@ -20,7 +20,7 @@ import (
 // leases, same plans, for any input that follows.
 
 // coreStateVersion is the version of the Core's state encoding.
-const coreStateVersion = 1
+const coreStateVersion = 2 // 2: submitted jobs (managed, adopted, reason)
 
 // appendState writes the Core's state to e.
 func (c *Core) appendState(e *wire.Encoder) error {
@@ -100,6 +100,7 @@ func (c *Core) loadState(d *wire.Decoder) error {
 		c.nodes[i] = topology.Node{Name: d.Str(), GPUs: d.IntIn(0, math.MaxInt32), Type: d.Str()}
 	}
 	c.total, c.dynamic = d.IntIn(0, math.MaxInt32), d.Bool()
+	c.indexNodes() // nodeAt is derived from nodes
 	name, state := d.Str(), d.Blob()
 	if d.Err() != nil {
 		return d.Err()
@@ -173,6 +174,9 @@ func (j *job) append(e *wire.Encoder) {
 	e.F64(id.isolatedSeconds)
 	e.F64(j.lastHeard)
 	e.Bool(j.readmit)
+	e.Bool(j.managed) // submitted jobs (submit.go)
+	e.Bool(j.adopted)
+	e.Str(j.reason)
 }
 
 // load reads a job.
@@ -206,11 +210,12 @@ func (j *job) load(d *wire.Decoder) {
 	id.model, id.mode, id.workers, id.batch, id.dataset = d.Str(), d.Str(), d.Int(), d.Int(), d.Int()
 	id.steps, id.isolatedSeconds = d.I64(), d.F64()
 	j.lastHeard, j.readmit = d.F64(), d.Bool()
+	j.managed, j.adopted, j.reason = d.Bool(), d.Bool(), d.Str()
 	if d.Err() != nil {
 		return
 	}
 	switch j.state {
-	case Pending, Active, Completed, Failed, Expired, Lost:
+	case Pending, Active, Completed, Failed, Expired, Lost, Cancelled:
 	default:
 		d.Failf("coordinator: core state: job %s in unknown state %q", v.ID, j.state)
 	}

@@ -274,8 +274,8 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		typ  reflect.Type
 		want string
 	}{
-		{reflect.TypeOf(Core{}), "cfg pol jobs pending active nextSeq round now plan ended life nodes total dynamic"},
-		{reflect.TypeOf(job{}), "view state lastSeq failures limit leaseRound leaseSteps leaseElapsed leaseBatch workers devices next void node visible ident lastHeard readmit"},
+		{reflect.TypeOf(Core{}), "cfg pol jobs pending active nextSeq round now plan ended life nodes nodeAt total dynamic"},
+		{reflect.TypeOf(job{}), "view state lastSeq failures limit leaseRound leaseSteps leaseElapsed leaseBatch workers devices next void node visible ident lastHeard readmit managed adopted reason"},
 		{reflect.TypeOf(liveness{}), "lastTick ticked lost"},
 		{reflect.TypeOf(policy.Job{}), "ID Seq Model Mode Workers Priority SubmitTime AdmitTime AdmitRound InitialBatchSize BatchSize DatasetSize Throughput StepsDone TotalSteps Epoch RunTime PlannedBatchSizes PlannedEpochSeconds IsolatedSeconds Measurements LastRun"},
 		{reflect.TypeOf(policy.GavelRound{}), "alloc MinResetSeconds ReallocateOnChange x jobTime deficit workerTime lastReset update gpus"},
@@ -283,9 +283,9 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		{reflect.TypeOf(policy.AlloX{}), "Alpha prev"},
 		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs"},
 		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers planned pre dur dataset epoch submit modes alpha targets guessed"},
-		{fieldType(t, sw, "online").Elem(), "fc seen cache"},
-		{fc, "cfg jobs nodes thr ratio batch"},
-		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own nown thr"},
+		{fieldType(t, sw, "online").Elem(), "fc ignoreMode seen cache"},
+		{fc, "cfg jobs nodes thr ratio batch cal"},
+		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own nown thr exec cal ncal"},
 		{reflect.TypeOf(bayes.Detector{}), "cfg logH log1H kappa alpha konst capShrink logCapShrink w mu beta logBeta nw nmu nbeta nlogBeta lp hi t changeProb"},
 	} {
 		var got []string
