@@ -23,8 +23,13 @@ type swMeta struct {
 	dataset int       // S
 	epoch   int       // c, completed epochs
 	submit  float64
-	modes   []int           // sorted distinct planned batch sizes
-	alpha   map[int]float64 // Dirichlet prior α_b = E/|M|
+	modes   []int     // sorted distinct planned batch sizes
+	alpha   []float64 // Dirichlet prior α_b = E/|M|, by mode index
+	// means[k] is modeMean(modes[k]), valid while meansOK; calibrate,
+	// the only writer of dur after construction, clears it.
+	means   []float64
+	meansOK bool
+	scratch []float64 // remaining's posterior and counts, 2·|M|
 
 	targets []swTarget // fair-share finish estimates
 	guessed bool       // the targets rest on an uninformed online forecast
@@ -44,7 +49,7 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 	}
 	m := &swMeta{
 		epochs: len(planned), workers: j.Workers, planned: slices.Clone(planned),
-		dataset: j.DatasetSize, submit: submit, alpha: map[int]float64{},
+		dataset: j.DatasetSize, submit: submit,
 	}
 	m.pre = make([]float64, len(secs))
 	for e, d := range secs {
@@ -52,9 +57,12 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 	}
 	m.dur = slices.Clone(m.pre)
 	m.modes = slices.Compact(slices.Sorted(slices.Values(planned)))
-	for _, b := range m.modes {
-		m.alpha[b] = float64(m.epochs) / float64(len(m.modes))
+	m.alpha = make([]float64, len(m.modes))
+	for k := range m.modes {
+		m.alpha[k] = float64(m.epochs) / float64(len(m.modes))
 	}
+	m.means = make([]float64, len(m.modes))
+	m.scratch = make([]float64, 2*len(m.modes))
 	return m
 }
 
@@ -111,36 +119,37 @@ func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
 	for i := range m.dur {
 		m.dur[i] = m.pre[i] * (pre / meas)
 	}
+	m.meansOK = false
 }
 
 // remaining is the Dirichlet-posterior estimate R̂ of the job's remaining
-// run time in seconds, with observed planned epochs 0..p (spec §4.3).
+// run time in seconds, with observed planned epochs 0..p (spec §4.3). It
+// allocates nothing: the posterior and the counts live in m.scratch, by
+// mode index, summed in the order of the sorted modes.
 func (m *swMeta) remaining(p int) float64 {
 	obs := m.planned[:min(p, m.epochs-1)+1]
-	post := make(map[int]float64, len(m.modes))
+	nm := len(m.modes)
+	post, n := m.scratch[:nm], m.scratch[nm:2*nm]
+	copy(post, m.alpha)
+	for _, b := range obs {
+		post[m.modeIndex(b)]++
+	}
 	total := 0.0
-	for _, b := range m.modes {
-		post[b] = m.alpha[b]
+	for k := range post {
+		total += post[k]
+	}
+	for k := range n {
+		n[k] = float64(m.epochs) * post[k] / total
 	}
 	for _, b := range obs {
-		post[b]++
-	}
-	for _, b := range m.modes {
-		total += post[b]
-	}
-	n := make(map[int]float64, len(m.modes))
-	for _, b := range m.modes {
-		n[b] = float64(m.epochs) * post[b] / total
-	}
-	for _, b := range obs {
-		if n[b] >= 1 {
-			n[b]--
+		if k := m.modeIndex(b); n[k] >= 1 {
+			n[k]--
 		}
 	}
 	rem := m.epochs - m.epoch
 	sumN := 0.0
-	for _, b := range m.modes {
-		sumN += n[b]
+	for k := range n {
+		sumN += n[k]
 	}
 	infl := math.Floor(sumN + 1)
 	if infl < float64(rem) {
@@ -149,11 +158,37 @@ func (m *swMeta) remaining(p int) float64 {
 	if infl <= 0 || rem <= 0 {
 		return 1
 	}
+	m.cacheMeans()
 	est := 0.0
-	for _, b := range m.modes {
-		est += n[b] * m.modeMean(b)
+	for k := range n {
+		est += n[k] * m.means[k]
 	}
 	return est * float64(rem) / infl
+}
+
+// modeIndex is the index of planned batch size b in m.modes.
+func (m *swMeta) modeIndex(b int) int {
+	if len(m.modes) <= 8 {
+		for k, v := range m.modes {
+			if v == b {
+				return k
+			}
+		}
+	}
+	k, _ := slices.BinarySearch(m.modes, b)
+	return k
+}
+
+// cacheMeans fills m.means, the mean calibrated duration of the epochs
+// planned at each mode, when calibrate has changed the durations.
+func (m *swMeta) cacheMeans() {
+	if m.meansOK {
+		return
+	}
+	for k, b := range m.modes {
+		m.means[k] = m.modeMean(b)
+	}
+	m.meansOK = true
 }
 
 // modeMean is the mean calibrated duration of the epochs planned at b.
