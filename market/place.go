@@ -18,12 +18,17 @@ type arrangement struct {
 	free []int
 	// members[t] lists the jobs of round t, lowest priority first.
 	members [][]int
+	// failed[early*T+late] records that move(c, early, late) failed for
+	// the job c being advanced, while no later move has touched either
+	// round: move reads only those two rounds' state, so it would fail
+	// again, and advance skips it.
+	failed []bool
 }
 
 // arrange returns, for each future round, the canonical jobs that run in it.
 func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 	N, T := len(n), in.T
-	a := &arrangement{T: T, G: in.G, w: make([]int, N), pos: make([]int, N), on: slices.Clone(on), free: make([]int, T)}
+	a := &arrangement{T: T, G: in.G, w: make([]int, N), pos: make([]int, N), on: slices.Clone(on), free: make([]int, T), failed: make([]bool, T*T)}
 	for c := range n {
 		a.w[c] = m.jobs[c].w
 	}
@@ -111,9 +116,12 @@ func (a *arrangement) orderRounds(rank []int) {
 // advance moves job c's rounds earlier while it can: into an earlier round
 // with room, or by swapping with a lower-ranked job of that round that fits
 // into c's later round. Lower-ranked jobs only ever move later, so a job's
-// rounds, once advanced, stay put.
+// rounds, once advanced, stay put. The scan restarts after every move; the
+// pairs of rounds whose move failed and that no move has touched since are
+// skipped, which changes nothing but the time (see arrangement.failed).
 func (a *arrangement) advance(c int) {
 	T := a.T
+	clear(a.failed)
 	for moved := true; moved; {
 		moved = false
 		for late := T - 1; late > 0 && !moved; late-- {
@@ -121,11 +129,26 @@ func (a *arrangement) advance(c int) {
 				continue
 			}
 			for early := 0; early < late && !moved; early++ {
-				if !a.on[c*T+early] {
-					moved = a.move(c, early, late)
+				if a.on[c*T+early] || a.failed[early*T+late] {
+					continue
+				}
+				if moved = a.move(c, early, late); moved {
+					a.touched(early)
+					a.touched(late)
+				} else {
+					a.failed[early*T+late] = true
 				}
 			}
 		}
+	}
+}
+
+// touched forgets the failed moves that involve round t.
+func (a *arrangement) touched(t int) {
+	T := a.T
+	for u := range T {
+		a.failed[t*T+u] = false
+		a.failed[u*T+t] = false
 	}
 }
 
