@@ -29,7 +29,13 @@ type swMeta struct {
 	// the only writer of dur after construction, clears it.
 	means   []float64
 	meansOK bool
-	scratch []float64 // remaining's posterior and counts, 2·|M|
+	// remaining's state by mode index: the posterior α + counts and the
+	// counts of the first obsN planned epochs (extended as c grows, so
+	// the posterior takes the same sum of ones in the same order), and
+	// scratch for the expected counts.
+	post, n []float64
+	cnt     []int
+	obsN    int
 
 	targets []swTarget // fair-share finish estimates
 	guessed bool       // the targets rest on an uninformed online forecast
@@ -62,7 +68,9 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 		m.alpha[k] = float64(m.epochs) / float64(len(m.modes))
 	}
 	m.means = make([]float64, len(m.modes))
-	m.scratch = make([]float64, 2*len(m.modes))
+	m.post = slices.Clone(m.alpha)
+	m.n = make([]float64, len(m.modes))
+	m.cnt = make([]int, len(m.modes))
 	return m
 }
 
@@ -123,27 +131,36 @@ func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
 }
 
 // remaining is the Dirichlet-posterior estimate R̂ of the job's remaining
-// run time in seconds, with observed planned epochs 0..p (spec §4.3). It
-// allocates nothing: the posterior and the counts live in m.scratch, by
-// mode index, summed in the order of the sorted modes.
+// run time in seconds, with observed planned epochs 0..p (spec §4.3).
+//
+// It costs O(|M|) per call, not O(p), and allocates nothing, with the bits
+// of the textbook form (α' = α + one per observation; n = E·α'/Σα'; then
+// one off n_b per observation of b while n_b ≥ 1): the posterior is kept
+// from call to call and extended by the newly observed epochs, one
+// increment at a time as before; the observations' decrements are one
+// subtraction of min(count, ⌊n_b⌋), since x − 1 is exact for 1 ≤ x < 2^53.
 func (m *swMeta) remaining(p int) float64 {
-	obs := m.planned[:min(p, m.epochs-1)+1]
-	nm := len(m.modes)
-	post, n := m.scratch[:nm], m.scratch[nm:2*nm]
-	copy(post, m.alpha)
-	for _, b := range obs {
-		post[m.modeIndex(b)]++
+	obs := min(p, m.epochs-1) + 1
+	if obs < m.obsN {
+		copy(m.post, m.alpha)
+		clear(m.cnt)
+		m.obsN = 0
 	}
+	for _, b := range m.planned[m.obsN:obs] {
+		k := m.modeIndex(b)
+		m.post[k]++
+		m.cnt[k]++
+	}
+	m.obsN = obs
 	total := 0.0
-	for k := range post {
-		total += post[k]
+	for k := range m.post {
+		total += m.post[k]
 	}
+	n := m.n
 	for k := range n {
-		n[k] = float64(m.epochs) * post[k] / total
-	}
-	for _, b := range obs {
-		if k := m.modeIndex(b); n[k] >= 1 {
-			n[k]--
+		n[k] = float64(m.epochs) * m.post[k] / total
+		if n[k] >= 1 {
+			n[k] -= min(float64(m.cnt[k]), math.Floor(n[k]))
 		}
 	}
 	rem := m.epochs - m.epoch
