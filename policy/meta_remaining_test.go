@@ -60,7 +60,8 @@ func remainingTextbook(m *swMeta, p int) float64 {
 // of 1 to 7 batch-size modes (fractional priors α = E/|M|), up to 3,000
 // epochs, with the epoch moving forward, back and jumping, and calibration
 // changing the durations in between, the kept-posterior estimate has the
-// bits of the step-by-step one.
+// bits of the step-by-step one, and the running epoch sums (epochSeconds,
+// doneSeconds) those of sums taken afresh.
 func TestRemaining_IncrementalEqualsTheTextbookBitForBit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 9000))
 	sizes := []int{8, 16, 32, 64, 128, 256, 512}
@@ -86,6 +87,20 @@ func TestRemaining_IncrementalEqualsTheTextbookBitForBit(t *testing.T) {
 			p := m.epoch
 			if got, want := m.remaining(p), remainingTextbook(m, p); math.Float64bits(got) != math.Float64bits(want) {
 				t.Fatalf("trial %d step %d (E=%d, %d modes, p=%d): %v, textbook %v", trial, step, E, nm, p, got, want)
+			}
+			sum := func(d []float64) float64 {
+				s := 0.0
+				for _, v := range d {
+					s += v
+				}
+				return s
+			}
+			hi := min(m.epoch, E-1)
+			if got, want := m.epochSeconds(), sum(m.dur[:hi+1])/float64(hi+1); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("trial %d step %d: epochSeconds %v, summed %v", trial, step, got, want)
+			}
+			if got, want := m.doneSeconds(), sum(m.dur[:min(m.epoch, E)]); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("trial %d step %d: doneSeconds %v, summed %v", trial, step, got, want)
 			}
 		}
 	}

@@ -36,6 +36,9 @@ type swMeta struct {
 	post, n []float64
 	cnt     []int
 	obsN    int
+	// Running sums of dur[:i] for epochSeconds and doneSeconds, extended
+	// as the epoch grows; calibrate resets them.
+	upTo, done prefix
 
 	targets []swTarget // fair-share finish estimates
 	guessed bool       // the targets rest on an uninformed online forecast
@@ -128,6 +131,26 @@ func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
 		m.dur[i] = m.pre[i] * (pre / meas)
 	}
 	m.meansOK = false
+	m.upTo, m.done = prefix{}, prefix{}
+}
+
+// prefix is a running sum of a slice's first n elements.
+type prefix struct {
+	n   int
+	sum float64
+}
+
+// of returns Σ d[:n], added left to right: extended from the last call,
+// or summed again from 0 when n is smaller.
+func (p *prefix) of(d []float64, n int) float64 {
+	if n < p.n {
+		*p = prefix{}
+	}
+	for _, v := range d[p.n:n] {
+		p.sum += v
+	}
+	p.n = n
+	return p.sum
 }
 
 // remaining is the Dirichlet-posterior estimate R̂ of the job's remaining
@@ -227,20 +250,12 @@ func (m *swMeta) modeMean(b int) float64 {
 // duration of epochs 0..c (spec §4.3).
 func (m *swMeta) epochSeconds() float64 {
 	hi := min(m.epoch, m.epochs-1)
-	s := 0.0
-	for _, d := range m.dur[:hi+1] {
-		s += d
-	}
-	return s / float64(hi+1)
+	return m.upTo.of(m.dur, hi+1) / float64(hi+1)
 }
 
 // doneSeconds is Σ_{e<c} D[e].
 func (m *swMeta) doneSeconds() float64 {
-	s := 0.0
-	for _, d := range m.dur[:min(m.epoch, m.epochs)] {
-		s += d
-	}
-	return s
+	return m.done.of(m.dur, min(m.epoch, m.epochs))
 }
 
 // target is the momentum-averaged fair-share finish time F at round r
