@@ -105,3 +105,16 @@ func TestRemaining_IncrementalEqualsTheTextbookBitForBit(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTarget_ThirtyEstimates: the fair-share target of a job with 30
+// estimates, computed for every active job every round.
+func BenchmarkTarget_ThirtyEstimates(b *testing.B) {
+	m := metaFor([]int{32}, []float64{1})
+	for i := range 30 {
+		m.targets = append(m.targets, swTarget{round: 4 * i, value: 1000 + float64(i)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = m.target(200)
+	}
+}

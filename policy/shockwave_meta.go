@@ -259,30 +259,30 @@ func (m *swMeta) doneSeconds() float64 {
 }
 
 // target is the momentum-averaged fair-share finish time F at round r
-// (spec §4.4).
+// (spec §4.4). It allocates nothing: each estimate's weight is computed
+// where it is used, the same value in the same order.
 func (m *swMeta) target(r int) float64 {
 	ts := m.targets
 	if len(ts) == 0 {
 		return 0
 	}
-	w := make([]float64, len(ts))
+	weight := func(i int) float64 {
+		if i+1 < len(ts) {
+			return float64(ts[i+1].round - ts[i].round)
+		}
+		return float64(r - ts[i].round)
+	}
 	sum := 0.0
 	for i := range ts {
-		if i+1 < len(ts) {
-			w[i] = float64(ts[i+1].round - ts[i].round)
-		} else {
-			w[i] = float64(r - ts[i].round)
-		}
-		sum += w[i]
+		sum += weight(i)
 	}
+	last := ts[len(ts)-1].value
 	if sum == 0 {
-		w = []float64{1}
-		sum = 1
-		ts = ts[len(ts)-1:]
+		return swMomentum*last + swNewest*last // one estimate of weight 1
 	}
 	avg := 0.0
 	for i := range ts {
-		avg += w[i] / sum * ts[i].value
+		avg += weight(i) / sum * ts[i].value
 	}
-	return swMomentum*avg + swNewest*ts[len(ts)-1].value
+	return swMomentum*avg + swNewest*last
 }
