@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // The load test of the README: N registered jobs (default 2,000), each
@@ -68,7 +69,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	var mu sync.Mutex
 	var lat, ticks, all []time.Duration
 	measuring := false
-	cfg := ServiceConfig{Core: Config{GPUs: gpus, RoundSeconds: float64(round)}, Policy: "shockwave"}
+	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave"}
 	cfg.onApply = func(r record, o *outcome) {
 		if o.kind != kindEvents || o.accepted == 0 {
 			return
@@ -149,8 +150,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 // replayLog measures how long a restarted coordinator takes to replay the
 // log the load left.
 func replayLog(t *testing.T, nc *nats.Conn, gpus int, records uint64) {
-	svc, err := NewService(nc, ServiceConfig{Core: Config{GPUs: gpus,
-		RoundSeconds: float64(envInt("SHOCKWAVE_LOAD_ROUND", 5))}, Policy: "shockwave"})
+	svc, err := NewService(nc, ServiceConfig{Core: loadCore(gpus, envInt("SHOCKWAVE_LOAD_ROUND", 5)), Policy: "shockwave"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +165,16 @@ func replayLog(t *testing.T, nc *nats.Conn, gpus int, records uint64) {
 
 // pct is the nearest-rank percentile p of sorted s.
 func pct(s []time.Duration, p int) time.Duration { return s[(len(s)*p+99)/100-1] }
+
+// loadCore is the coordinator's configuration: the flat pool up to 1,024
+// GPUs (a node's limit), nodes of 8 GPUs beyond.
+func loadCore(gpus, round int) Config {
+	c := Config{GPUs: gpus, RoundSeconds: float64(round)}
+	if gpus > 1024 && gpus%8 == 0 {
+		c.Cluster = topology.Uniform(gpus/8, 8)
+	}
+	return c
+}
 
 // loadJobsPerProc is the most jobs one child process of the load test runs.
 const loadJobsPerProc = 2500
