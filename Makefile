@@ -1,7 +1,7 @@
 # The README's commands. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test check build lib wheel test-python bench fuzz-short results results-nodes clean
+.PHONY: test test-long check build lib wheel test-python bench fuzz-short results results-nodes clean
 
 # Every test: formatting, vet, the whole Go suite, then the Python bindings'
 # suite (which builds libshockwave.so and the shockwave binary first). The Go
@@ -12,6 +12,13 @@ test: check
 	@{ $(GO) test -json ./...; echo $$? > .go-test-status; } | $(GO) run ./internal/testsummary; \
 	status=$$(cat .go-test-status); rm -f .go-test-status; exit $$status
 	$(MAKE) test-python
+
+# The scale claims (SHOCKWAVE_LONG): the four experiments' margins over
+# Gavel and Themis in profile and online mode, the binding fairness rule's
+# worst ρ, calibrated bands and the noisy workload's targets
+# (docs/forecasting.md). Needs ../shared/data; about 5 minutes on 2 cores.
+test-long:
+	SHOCKWAVE_LONG=1 $(GO) test ./sim -count=1 -timeout 25m -run 'TestShockwave_|TestOnline_|TestForecast_|TestNoisy_|TestFairness_'
 
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -76,6 +76,11 @@ type job struct {
 	ident     identity // the registration's defining parameters (lifecycle.go)
 	lastHeard float64  // time of the registration or the last accepted event
 	readmit   bool     // pending again after being lost: keeps its admission time
+
+	// Submitted jobs (submit.go): run by node agents, never marked lost.
+	managed bool
+	adopted bool   // its process registered: the registration replaced the placeholder
+	reason  string // why it ended, or its last failed exit
 }
 
 // Core is the coordinator's deterministic state machine. It is not safe for
@@ -94,6 +99,7 @@ type Core struct {
 	life    liveness
 
 	nodes   []topology.Node // current membership, topology order
+	nodeAt  map[string]int  // node name → position in nodes
 	total   int             // GPUs of nodes
 	dynamic bool            // membership changes (nodes.go)
 }
@@ -108,6 +114,7 @@ func NewCore(cfg Config, p policy.Policy) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, pol: p, jobs: map[string]*job{}, dynamic: cfg.Dynamic}
 	c.nodes = slices.Clone(cfg.Cluster.Nodes)
+	c.indexNodes()
 	c.total = cfg.Cluster.GPUs()
 	return c, nil
 }
@@ -256,7 +263,7 @@ func (c *Core) measure(j *job) {
 }
 
 func (c *Core) end(j *job, s JobState, reason string) {
-	j.state = s
+	j.state, j.reason = s, reason
 	if i := slices.Index(c.active, j); i >= 0 {
 		c.active = slices.Delete(c.active, i, i+1)
 	}
@@ -265,6 +272,7 @@ func (c *Core) end(j *job, s JobState, reason string) {
 	} else {
 		c.pol.Remove(j.view.ID)
 	}
+	j.view.Measurements = nil // read by nobody once the job ended: snapshots stay bounded by the live jobs
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 

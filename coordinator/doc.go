@@ -21,7 +21,9 @@
 // Config.Cluster sets it; with none, Config.GPUs is one node "node-0", the
 // flat pool. Cluster-wide GPU ids number the devices node by node in
 // topology order; a RUN lease carries both the ids (Workers) and, per node,
-// the node's name and its local device indices (Devices, same order).
+// the node's name and its local device indices (Devices, same order). The
+// ids follow the current membership (a node leaving shifts the ids of the
+// nodes after it, even for a job that keeps its devices); Devices are stable.
 //
 // Placement, each tick, of the jobs the plan runs:
 //
@@ -108,23 +110,34 @@
 // message's storage timestamp as Core's clock (seconds since the Unix epoch,
 // made monotonic). Core and the policies are deterministic folds of their
 // inputs, so a restarted coordinator — after a graceful stop, a kill -9 or
-// a NATS restart — replays the whole log into a fresh Core and reaches
-// exactly the state the old one had: job table, progress, the policy's
-// posteriors and fairness targets, and therefore the next plan. Replies and
-// leases are sent only for records folded after the replay, so every
-// accepted registration is durable before it is answered; the last round's
-// leases are sent again after a replay while they are still valid.
+// a NATS restart — restores its newest snapshot, replays the log after it
+// and reaches exactly the state the old one had: job table, progress, the
+// policy's posteriors and fairness targets, and therefore the next plan.
+// Replies and leases are sent only for records folded after the replay, so
+// every accepted registration is durable before it is answered; the last
+// round's leases are sent again after a replay while they are still valid.
 //
-// After each round a snapshot (job table, last plan, round index, the log
+// The state is also snapshotted (snapshot.go, recovery.go): every
+// SnapshotRounds rounds the fold's whole state — Core, its jobs, the
+// policy's own state (Shockwave's market plan, fair-share targets and
+// bayes posteriors; the Gavel mechanism's deficits and allocations;
+// Themis's and AlloX's memory) — is encoded in a versioned, SHA-256-
+// checked envelope and stored in the object store <PREFIX>_SNAP. A
+// restart restores the newest snapshot and replays only the records
+// after it, so restart time depends on the state and one round's records,
+// not on history. The log is compacted behind the older of the two
+// snapshots kept, never by age, so no record leaves it before two durable,
+// verified snapshots cover it. A damaged log or snapshot (a lost, missing
+// or garbled record, a digest that disagrees) makes the coordinator
+// refuse to serve with an IntegrityError, unless ServiceConfig.Recover is
+// set: it then continues from the newest good snapshot and says what was
+// lost. docs/durability.md has the format and the numbers.
+//
+// After each round a summary (job table, last plan, round index, the log
 // sequence it covers and a digest) is written to the KV bucket
-// <PREFIX>_STATE, for operators (ReadSnapshot works while the coordinator is
-// down) and to verify a replay: when the replay reaches the snapshot's
-// sequence, the digests must agree (shockwave_snapshot_errors_total counts
-// disagreements). The snapshot is not used to skip the replay: restoring
-// from it would need every policy to serialize its internal state exactly,
-// which the Policy interface does not ask of them. The price is a log that
-// grows with the run (one record per event batch) and a replay time
-// proportional to it; see the README for numbers.
+// <PREFIX>_STATE, for operators (ReadSnapshot works while the coordinator
+// is down), as a high-water mark of the log, and to verify a restart: when
+// the replay reaches the summary's sequence, the digests must agree.
 //
 // The log's configuration record pins GPUs, round length, timeouts and the
 // policy: a coordinator started on the same log with other settings refuses
@@ -138,4 +151,20 @@
 // the register, events and lease subjects; each job's user JWT allows only
 // its own subjects, and the server-stamped Nats-Request-Info header of a
 // registration names the requesting job, so a job cannot register another.
+//
+// # Node agents and submitted jobs (agents.go, runner.go, submit.go)
+//
+// `shockwave submit` stores a job (command, width, environment, ranks per
+// node, retry bound) in the log; Core registers it at once with a
+// placeholder registration (Core.Submit) that its process's first
+// registration replaces. Submitted jobs are never marked lost. Agents join
+// and send heartbeats on <prefix>.agent.<node>.*; a join, a node leaving
+// (its heartbeats stopped for ServiceConfig.AgentTimeout) and an agent's
+// report that a job's processes exited are log records, folded like the
+// rest (Core.JoinNode, Core.LeaveNode; exits: completion, a bounded number
+// of restarts as new attempts, then failure with the reason in the job's
+// status). The fold derives each node's desired state from the current
+// round's RUN leases (protocol.NodeDesired) and the service publishes it on
+// <prefix>.node.<node>.desired. AgentPermissions confine an agent to its
+// own node's subjects. docs/agent.md describes the whole.
 package coordinator

@@ -72,6 +72,8 @@ func (c *Core) Enroll(now float64, r *protocol.Register) (resumed bool, err erro
 	switch {
 	case j.state != Active && j.state != Pending && j.state != Lost:
 		return false, fmt.Errorf("%w: %s is %s", ErrJobEnded, r.Job, j.state)
+	case j.managed && !j.adopted:
+		return false, c.adopt(now, j, r)
 	case j.ident != identityOf(r):
 		return false, fmt.Errorf("%w: %s", ErrConflict, r.Job)
 	}
@@ -141,7 +143,8 @@ func (c *Core) drop(j *job, s JobState, reason string) {
 	if i := slices.Index(c.pending, j); i >= 0 {
 		c.pending = slices.Delete(c.pending, i, i+1)
 	}
-	j.state, j.readmit = s, false
+	j.state, j.readmit, j.reason = s, false, reason
+	j.view.Measurements = nil
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 
@@ -165,7 +168,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 	var leases []protocol.Lease
 	for _, j := range slices.Clone(c.active) {
 		silent := now - j.lastHeard
-		if silent < c.cfg.JobTimeoutSeconds {
+		if silent < c.cfg.JobTimeoutSeconds || j.managed {
 			continue
 		}
 		reason := fmt.Sprintf("no events for %.1fs", silent)

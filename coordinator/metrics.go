@@ -30,6 +30,7 @@ type Metrics struct {
 	logSeq         prometheus.Gauge
 	replaySeconds  prometheus.Gauge
 	snapshotErrors prometheus.Counter
+	snapshotMetrics
 
 	labeled map[string]bool // jobs with per-job series
 }
@@ -62,6 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors)
+	m.snapshotMetrics = newSnapshotMetrics(reg)
 	return m
 }
 

@@ -35,7 +35,10 @@ func (c *Core) JoinNode(n topology.Node) error {
 	if err := checkNode(n); err != nil {
 		return err
 	}
-	i := slices.IndexFunc(c.nodes, func(m topology.Node) bool { return m.Name == n.Name })
+	i, ok := c.nodeAt[n.Name]
+	if !ok {
+		i = -1
+	}
 	switch {
 	case i < 0 && len(c.nodes) >= topology.MaxNodes:
 		return fmt.Errorf("%w: %q: the cluster already has %d nodes", ErrBadNode, n.Name, topology.MaxNodes)
@@ -46,6 +49,7 @@ func (c *Core) JoinNode(n topology.Node) error {
 	}
 	c.dynamic = true
 	if i < 0 {
+		c.nodeAt[n.Name] = len(c.nodes)
 		c.nodes = append(c.nodes, n)
 	} else {
 		old := c.nodes[i]
@@ -64,12 +68,13 @@ func (c *Core) JoinNode(n topology.Node) error {
 // is placed elsewhere if the plan runs it, or gets a SUSPEND lease if not.
 // Resident jobs of the node wait until it rejoins. Unknown names are refused.
 func (c *Core) LeaveNode(name string) error {
-	i := slices.IndexFunc(c.nodes, func(m topology.Node) bool { return m.Name == name })
-	if i < 0 {
+	i, ok := c.nodeAt[name]
+	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownNode, name)
 	}
 	c.dynamic = true
 	c.nodes = slices.Delete(c.nodes, i, i+1)
+	c.indexNodes()
 	c.total = topology.Cluster{Nodes: c.nodes}.GPUs()
 	c.voidOn(name, 0, "node "+name+" left")
 	return nil
@@ -105,12 +110,18 @@ func checkNode(n topology.Node) error {
 
 // nodeGPUs is the GPU count of the named node, or -1 when absent.
 func (c *Core) nodeGPUs(name string) int {
-	for _, n := range c.nodes {
-		if n.Name == name {
-			return n.GPUs
-		}
+	if i, ok := c.nodeAt[name]; ok {
+		return c.nodes[i].GPUs
 	}
 	return -1
+}
+
+// indexNodes rebuilds the name → position index of the nodes.
+func (c *Core) indexNodes() {
+	c.nodeAt = make(map[string]int, len(c.nodes))
+	for i, n := range c.nodes {
+		c.nodeAt[n.Name] = i
+	}
 }
 
 // checkResident validates a registration's node binding against the

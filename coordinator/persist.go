@@ -29,8 +29,10 @@ import (
 // <prefix>.log.*. The service applies the stream in order, with each
 // message's storage timestamp as Core's clock, so a restarted coordinator
 // replays the stream into a fresh Core and reaches exactly the state the old
-// one had. A KV bucket holds a snapshot of the job table and the last plan,
-// written after every round, for operators and to verify the replay.
+// one had. A KV bucket holds a summary of the job table and the last plan,
+// written after every round, for operators, as the log's high-water mark
+// and to verify the replay; the state snapshots that bound the replay and
+// the compaction of the log are in snapshot.go and recovery.go.
 
 // Log record subjects below the prefix.
 const (
@@ -236,8 +238,13 @@ func openStorage(ctx context.Context, js jetstream.JetStream, subj protocol.Subj
 		Replicas:    cfg.Replicas,
 		MaxMsgSize:  int32(cfg.MaxMessageBytes + 4096), // room for headers; the decoders enforce the limit
 		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  2 * time.Minute,
+		// The log is compacted behind snapshots (recovery.go), never by
+		// age: a limit by age or size that discarded old records could
+		// drop records no snapshot covers yet. LogMaxBytes, when set,
+		// refuses new records instead (DiscardNew).
+		MaxBytes:   cfg.LogMaxBytes,
+		Discard:    jetstream.DiscardNew,
+		Duplicates: 2 * time.Minute,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: log stream %s: %w", name, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
 )
 
@@ -94,4 +95,54 @@ func BenchmarkPlace_1024x8Nodes_8000Jobs(b *testing.B) {
 // back-fill over the 8,000 jobs).
 func BenchmarkPlaceRepair_1024x8Nodes_8000Jobs(b *testing.B) {
 	benchmarkPlace(b, topology.Uniform(1024, 8).Nodes, true)
+}
+
+// BenchmarkTick_1024x8Nodes_8000Jobs: a whole round boundary (settling,
+// Gavel's Gandiva-Fair dispatch, placement, leases) at 1,024 nodes of 8
+// GPUs and 8,000 active jobs of widths 1-8.
+func BenchmarkTick_1024x8Nodes_8000Jobs(b *testing.B) {
+	p, err := policy.New("gandiva_fair", policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := NewCore(Config{Cluster: topology.Uniform(1024, 8), MaxFailedLeases: -1}, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := range 8000 {
+		r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
+			Workers: []int{1, 1, 1, 2, 2, 4, 8}[rng.IntN(7)], BatchSize: 32, DatasetSize: 50000, TotalSteps: 100_000_000, Throughput: 10}
+		if err := c.Register(0, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now := 0.0
+	if _, err := c.Tick(now); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		now += 120
+		if _, err := c.Tick(now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlaceAfterHalfTheNodesLeft_1024x8Nodes_8000Jobs: the worst
+// repair: a plan made for 1,024 nodes placed on the 512 left (dynamic
+// membership), so half the planned GPUs find no place and every placement
+// is tried.
+func BenchmarkPlaceAfterHalfTheNodesLeft_1024x8Nodes_8000Jobs(b *testing.B) {
+	nodes := topology.Uniform(1024, 8).Nodes
+	c, jobs, plan := benchRound(nodes, 8000, false)
+	left := nodes[:512]
+	p := &policy.Plan{Run: ids(plan)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		c.placeRun(newPlacer(left), plan, jobs, p)
+	}
 }

@@ -129,7 +129,9 @@ func (c *Core) attempt(p *placer, order []*job, mode int) {
 }
 
 // evictFor places the gangs pinFirst left out (widest first, not resident,
-// no wider than a node) by evicting jobs that kept their devices: on the
+// no wider than a node, fewer GPUs than are free in the whole cluster: the
+// gang was kept out by fragmentation) by evicting jobs that kept their
+// devices: on the
 // node where the fewest kept jobs (then the fewest GPUs) free enough room,
 // narrowest first. Evicted jobs are then fitted anew, widest first; they
 // evict nobody, and one that finds no room is left out.
@@ -146,10 +148,14 @@ func (c *Core) evictFor(p *placer, order []*job) {
 	}
 	var evicted []*job
 	out := make(map[*job]bool)
+	free := 0
+	for _, f := range p.free {
+		free += f
+	}
 	for _, u := range order {
 		w := u.view.Workers
-		if u.next != nil || u.node != "" || w > p.maxK || out[u] {
-			continue
+		if u.next != nil || u.node != "" || w > p.maxK || out[u] || free < w {
+			continue // placed, not evicting, or no room in the whole cluster: not fragmentation
 		}
 		best, bestK, bestW := -1, 0, 0
 		for n := range p.nodes {
@@ -183,6 +189,7 @@ func (c *Core) evictFor(p *placer, order []*job) {
 			}
 		}
 		u.next = []protocol.NodeDevices{{Node: p.nodes[best].Name, Devices: p.take(best, w, nil)}}
+		free -= w
 	}
 	slices.SortStableFunc(evicted, func(a, b *job) int { return cmp.Compare(b.view.Workers, a.view.Workers) })
 	for _, j := range evicted {

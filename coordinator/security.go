@@ -199,10 +199,10 @@ func (a *Authority) IssueJob(s protocol.Subjects, job string, ttl time.Duration)
 }
 
 // IssueAdmin returns a .creds file for an operator: a COORD-account user
-// that may request the status subject and nothing else.
+// that may request the status, submit and cancel subjects and nothing else.
 func (a *Authority) IssueAdmin(s protocol.Subjects, name string, ttl time.Duration) ([]byte, error) {
 	p := &jwt.Permissions{}
-	p.Pub.Allow.Add(s.Status())
+	p.Pub.Allow.Add(s.Status(), s.Submit(), s.Cancel()) // submit, cancel: agents.go
 	p.Sub.Allow.Add("_INBOX.>")
 	tok, seed, err := user(a.coord, name, p, ttl)
 	if err != nil {

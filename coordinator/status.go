@@ -45,7 +45,7 @@ func (c *Core) status(j *job) JobStatus {
 		Job: v.ID, State: string(j.state), Model: v.Model, Workers: v.Workers, BatchSize: v.BatchSize,
 		StepsDone: v.StepsDone, TotalSteps: v.TotalSteps, Epoch: v.Epoch, Throughput: v.Throughput,
 		RunTime: v.RunTime, SubmitTime: v.SubmitTime, AdmitTime: v.AdmitTime, LastRun: v.LastRun, Failures: j.failures,
-		LastSeq: j.lastSeq, Node: j.node,
+		LastSeq: j.lastSeq, Node: j.node, Reason: j.reason,
 	}
 	if j.state == Active && j.leaseRound == c.round-1 && j.leaseRound >= 0 {
 		s.GPUs = slices.Clone(j.workers)

@@ -22,7 +22,9 @@
 //	ρ̃_i = (Δ·R + R̂_i/s)/F_i,
 //
 // (π clamped at 1e200, where ρ̃^100 would overflow), and the result says
-// Relaxed. An infeasible FTF set is never an error.
+// Relaxed. An infeasible FTF set is never an error. With
+// Settings.Fairness = FairnessTightest the constraints are kept instead at
+// the tightest bound some allocation meets (fair.go, Result.RhoBound).
 //
 // # Reduction to round counts
 //

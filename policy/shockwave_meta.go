@@ -70,11 +70,20 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 	for k := range m.modes {
 		m.alpha[k] = float64(m.epochs) / float64(len(m.modes))
 	}
-	m.means = make([]float64, len(m.modes))
+	m.derive()
+	return m
+}
+
+// derive sets up the caches kept beside the metadata (the per-mode means,
+// remaining's posterior, the running epoch sums) from the metadata alone:
+// for a new job, and for one restored from a state snapshot.
+func (m *swMeta) derive() {
+	m.means, m.meansOK = make([]float64, len(m.modes)), false
 	m.post = slices.Clone(m.alpha)
 	m.n = make([]float64, len(m.modes))
 	m.cnt = make([]int, len(m.modes))
-	return m
+	m.obsN = 0
+	m.upTo, m.done = prefix{}, prefix{}
 }
 
 // constantSchedule is the profile of a job that declared no schedule: every

@@ -171,6 +171,9 @@ type JobInfo struct {
 	Devices []NodeDevices `json:"devices,omitempty"`
 	// Node is the node a resident job's process runs on ("" when none).
 	Node string `json:"node,omitempty"`
+	// Reason says why an ended job ended (failed, cancelled, expired), or
+	// the last exit of a submitted job's process.
+	Reason string `json:"reason,omitempty"`
 }
 
 // PlanInfo is a round's plan as the policy explained it.

@@ -41,7 +41,31 @@ type coordFlags struct {
 	nodes, cluster                                                    string
 	gpus, maxMessage, replicas                                        int
 	round, jobTimeout, leaseGrace                                     time.Duration
+	agentTimeout                                                      time.Duration
+	agents                                                            bool
 	reallocate                                                        bool
+	durability                                                        durabilityFlags
+}
+
+// durabilityFlags are the snapshot and recovery settings (docs/durability.md).
+type durabilityFlags struct {
+	recover        bool
+	snapshotRounds int
+	logMaxBytes    int64
+}
+
+func (d *durabilityFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&d.recover, "recover-from-snapshot", false, "start from the newest good snapshot when the log or the snapshots are damaged, discarding what was lost (logged); without it a damaged log stops the coordinator")
+	fs.IntVar(&d.snapshotRounds, "snapshot-rounds", coordinator.DefaultSnapshotRounds, "snapshot the state and compact the log every this many rounds")
+	fs.Int64Var(&d.logMaxBytes, "log-max-bytes", 0, "refuse new log records past this size (0: no limit; the log is compacted behind snapshots)")
+}
+
+func (d *durabilityFlags) apply(cfg *coordinator.ServiceConfig) error {
+	if d.snapshotRounds < 1 || d.logMaxBytes < 0 {
+		return badInput("--snapshot-rounds must be at least 1 and --log-max-bytes non-negative")
+	}
+	cfg.Recover, cfg.SnapshotRounds, cfg.LogMaxBytes = d.recover, d.snapshotRounds, d.logMaxBytes
+	return nil
 }
 
 func (f *coordFlags) register(fs *flag.FlagSet) {
@@ -61,6 +85,8 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", 0, "added to a lease's end to form its expiry (default a quarter round)")
+	fs.BoolVar(&f.agents, "agents", false, "the cluster is the set of live node agents (shockwave agent); --gpus may then be 0")
+	fs.DurationVar(&f.agentTimeout, "agent-timeout", coordinator.DefaultAgentTimeout, "a node whose agent sends no heartbeat for this long leaves the cluster")
 	fs.IntVar(&f.maxMessage, "max-message", protocol.DefaultMaxMessageBytes, "size limit of one message, in bytes")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the log stream and snapshot bucket (clustered NATS)")
 	fs.StringVar(&f.auth, "auth", "none", "embedded server authentication: none, token or creds")
@@ -68,6 +94,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the shared token from `FILE`")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.durability.register(fs)
 }
 
 func runCoordinator(args []string, _, stderr io.Writer) error {
@@ -88,10 +115,11 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 	scfg.Logger = &log
 	ctx, stop := signalContext()
 	defer stop()
-	nc, shutdown, err := f.connect(&log, mode)
+	nc, shutdown, auth, err := f.connect(&log, mode)
 	if err != nil {
 		return err
 	}
+	scfg.Authority = auth
 	defer shutdown()
 	defer nc.Close()
 	reg := prometheus.NewRegistry()
@@ -132,14 +160,16 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", err
 	}
 	switch {
-	case len(cluster.Nodes) == 0 && f.gpus <= 0:
-		return cfg, "", badInput("--gpus: GPU count must be positive, got %d (or give --nodes NxK or --cluster FILE)", f.gpus)
+	case f.gpus < 0 || (len(cluster.Nodes) == 0 && f.gpus == 0 && !f.agents):
+		return cfg, "", badInput("--gpus: GPU count must be positive, got %d (or give --nodes NxK, --cluster FILE or --agents)", f.gpus)
 	case f.round < time.Second || f.round > 24*time.Hour:
 		return cfg, "", badInput("--round: %v out of range [1s, 24h]", f.round)
 	case f.jobTimeout < 0 || (f.jobTimeout > 0 && f.jobTimeout < f.round):
 		return cfg, "", badInput("--job-timeout: %v must be at least one round (%v)", f.jobTimeout, f.round)
 	case f.leaseGrace < 0 || f.leaseGrace > f.round:
 		return cfg, "", badInput("--lease-grace: %v out of range [0, %v]", f.leaseGrace, f.round)
+	case f.agentTimeout < 100*time.Millisecond:
+		return cfg, "", badInput("--agent-timeout: %v is shorter than 100ms", f.agentTimeout)
 	case f.maxMessage < 1024 || f.maxMessage > 64<<20:
 		return cfg, "", badInput("--max-message: %d out of range [1024, %d]", f.maxMessage, 64<<20)
 	case f.replicas < 1 || f.replicas > 5:
@@ -161,9 +191,12 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	if err != nil {
 		return cfg, "", usageError{err}
 	}
-	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas,
-		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, RoundSeconds: f.round.Seconds(),
+	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
+		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
+	if err := f.durability.apply(&cfg); err != nil {
+		return cfg, "", err
+	}
 	cfg.PolicyOptions.ReallocateOnChange = f.reallocate && policy.UsesGavelRound(name)
 	if err := f.policyConfig(&cfg, name); err != nil {
 		return cfg, "", err
@@ -222,8 +255,8 @@ func (f *coordFlags) policyConfig(cfg *coordinator.ServiceConfig, name string) e
 }
 
 // connect embeds a server or dials the cluster; shutdown stops what it
-// started.
-func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*nats.Conn, func(), error) {
+// started. In creds mode it returns the credentials authority.
+func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*nats.Conn, func(), *coordinator.Authority, error) {
 	if f.natsURL != "" {
 		opts := []nats.Option{nats.Name("shockwave-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second)}
 		if f.natsCreds != "" {
@@ -234,10 +267,10 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 		}
 		nc, err := nats.Connect(f.natsURL, opts...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to %s: %w", f.natsURL, err)
+			return nil, nil, nil, fmt.Errorf("connecting to %s: %w", f.natsURL, err)
 		}
 		log.Info().Str("url", f.natsURL).Msg("connected to NATS")
-		return nc, func() {}, nil
+		return nc, func() {}, nil, nil
 	}
 	if mode == coordinator.AuthNone && !coordinator.IsLoopback(f.listen) {
 		log.Warn().Str("listen", f.listen).Msg("no authentication on a non-loopback address: anyone who reaches it can register jobs and publish events; use --auth token or --auth creds")
@@ -245,7 +278,7 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	emb, err := coordinator.StartEmbedded(coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir,
 		Auth: mode, Token: f.token, Prefix: f.prefix, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	log.Info().Str("url", emb.ClientURL()).Str("data_dir", f.dataDir).Str("auth", string(mode)).Msg("embedded NATS with JetStream started")
 	if mode == coordinator.AuthCreds {
@@ -255,9 +288,9 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	nc, err := emb.Connect()
 	if err != nil {
 		emb.Shutdown()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return nc, emb.Shutdown, nil
+	return nc, emb.Shutdown, emb.Authority(), nil
 }
 
 func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {

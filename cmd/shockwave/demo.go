@@ -39,6 +39,9 @@ type demoFlags struct {
 // through the Go SDK over that connection, prints a line per round, and
 // ends with a summary.
 func runDemo(args []string, stdout, stderr io.Writer) error {
+	if slices.ContainsFunc(args, func(a string) bool { return a == "--nodes" || a == "-nodes" || strings.HasPrefix(a, "--nodes=") }) {
+		return runClusterDemo(args, stdout, stderr) // clusterdemo.go
+	}
 	var f demoFlags
 	fs := newFlags("demo", stderr)
 	fs.IntVar(&f.jobs, "jobs", 6, "number of synthetic jobs (gns, accordion and static schedules, in turn)")

@@ -96,9 +96,9 @@ func TestSimulate_JSONHasTheContractShape(t *testing.T) {
 	}
 }
 
-// TestSimulate_NodesFlagPlacesOnNodes: --nodes runs on that cluster and
-// the JSON names it; one node of N (--nodes 1xN) gives exactly the flat
-// pool's results.
+// TestSimulate_NodesFlagPlacesOnNodes: --nodes and --cluster run on that
+// cluster and the JSON names it; one node of N (--nodes 1xN) gives exactly
+// the flat pool's results.
 func TestSimulate_NodesFlagPlacesOnNodes(t *testing.T) {
 	args := []string{"simulate", "--generate", "30", "--seed", "5", "--policy", "gavel", "--format", "json"}
 	code, flat, errOut := runCLI(append(args, "--gpus", "8")...)
@@ -112,6 +112,11 @@ func TestSimulate_NodesFlagPlacesOnNodes(t *testing.T) {
 	code, four, errOut := runCLI(append(args, "--nodes", "4x2")...)
 	if code != 0 || !strings.Contains(four, `"nodes":"4x2"`) || !strings.Contains(four, `"gpus":8`) {
 		t.Fatalf("--nodes 4x2: exit %d, %s\n%s", code, errOut, four)
+	}
+	file := writeFile(t, "cluster.json", `{"nodes":[{"name":"a","gpus":8,"type":"v100"},{"name":"b","gpus":4}]}`)
+	code, mixed, errOut := runCLI(append(args, "--cluster", file)...)
+	if code != 0 || !strings.Contains(mixed, `"nodes":"a:8:v100,b:4"`) || !strings.Contains(mixed, `"gpus":12`) {
+		t.Fatalf("--cluster: exit %d, %s\n%s", code, errOut, mixed)
 	}
 }
 

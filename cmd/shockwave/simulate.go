@@ -29,18 +29,20 @@ func init() {
 
 type simFlags struct {
 	trace, throughputs, policies, config, format, plot string
-	dump, info, forecasts, nodes, cluster              string
+	dump, info, forecasts, nodes, cluster, export      string
 	gpus, generate                                     int
 	seed                                               uint64
 	arrivalGap                                         float64
 	round                                              time.Duration
 	compat, reallocate                                 bool
+	noise                                              noiseFlags
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
 	var f simFlags
 	fs := newFlags("simulate", stderr)
-	fs.StringVar(&f.trace, "trace", "", "trace `FILE` in the original's 12-field TAB-separated format (default: a generated trace)")
+	fs.StringVar(&f.trace, "trace", "", "trace `FILE` in the original's 12-field TAB-separated format, or per-job profiles in JSON Lines (*.jsonl) (default: a generated trace)")
+	fs.StringVar(&f.export, "export-profiles", "", "write each job's realized per-epoch batch size and throughput (of the first policy's run) into `FILE` (JSON Lines, readable by --trace)")
 	fs.StringVar(&f.throughputs, "throughputs", "tacc", "throughput table: the built-in `tacc` or `wisr`, or a FILE in the original JSON format")
 	fs.IntVar(&f.gpus, "gpus", 32, "number of GPUs: one node, the flat pool")
 	fs.StringVar(&f.nodes, "nodes", "", "`NxK`: N nodes of K GPUs each (instead of --gpus)")
@@ -58,6 +60,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.reallocate, "reallocate-on-change", false, "Gavel-round baselines re-allocate as soon as jobs arrive or leave while GPUs are idle (a live coordinator's default; off here, like the original)")
 	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
 	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
+	f.noise.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -76,6 +79,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	cfg.RecordProfiles = f.export != ""
 	if f.forecasts != "" {
 		if !slices.Contains(names, "shockwave") {
 			return badInput("--forecast-report: needs the shockwave policy in --policy")
@@ -94,6 +98,11 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if f.export != "" {
+		if err := writeProfiles(f.export, results[0], stderr); err != nil {
+			return err
+		}
 	}
 	if f.plot != "" {
 		if err := report.Plot(f.plot, results); err != nil {
@@ -141,6 +150,9 @@ func (f *simFlags) load(gpusSet bool) (sim.Config, error) {
 	if len(cfg.Cluster.Nodes) > 0 {
 		cfg.GPUs = cfg.Cluster.GPUs()
 	}
+	if cfg.Noise, err = f.noise.noise(); err != nil {
+		return cfg, err
+	}
 	sw := policy.DefaultShockwaveConfig()
 	if f.config != "" {
 		raw, err := os.ReadFile(f.config)
@@ -179,7 +191,7 @@ func loadThroughputs(name string) (*workload.Throughputs, error) {
 
 func (f *simFlags) jobs(thr *workload.Throughputs) ([]workload.Spec, error) {
 	if f.trace != "" {
-		jobs, err := workload.ReadTraceFile(f.trace)
+		jobs, err := readJobs(f.trace)
 		if err != nil {
 			return nil, usageError{err}
 		}

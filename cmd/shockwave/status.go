@@ -89,6 +89,7 @@ func printStatus(w io.Writer, r *protocol.StatusReply) error {
 	if err := printJobs(w, r); err != nil {
 		return err
 	}
+	printReasons(w, r.Jobs)
 	if r.Plan == nil {
 		_, err := fmt.Fprintln(w, "\nno round scheduled yet")
 		return err
@@ -219,4 +220,20 @@ func count(n int) string {
 		return "-"
 	}
 	return strconv.Itoa(n)
+}
+
+// printReasons lists why jobs failed, expired or were cancelled, and the
+// last failed exit of a running submitted job.
+func printReasons(w io.Writer, jobs []protocol.JobInfo) {
+	first := true
+	for _, j := range jobs {
+		if j.Reason == "" || j.State == "completed" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w)
+			first = false
+		}
+		fmt.Fprintf(w, "%s %s: %s\n", j.Job, j.State, j.Reason)
+	}
 }

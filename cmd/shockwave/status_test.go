@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/sdk"
 )
 
 // TestStatus_GroupsJobsByNode: the table has a heading per node with its
@@ -49,5 +53,45 @@ func TestCoordinator_NodesFlagMakesANodeCluster(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestStatus_LiveJobIsListedUnderItsNode: a 2-GPU job of the Go SDK on a
+// `coordinator --nodes 2x2` is listed under the node it was granted, whose
+// heading shows both devices in use.
+func TestStatus_LiveJobIsListedUnderItsNode(t *testing.T) {
+	url := startCoordinator(t, "--nodes", "2x2", "--data-dir", t.TempDir(), "--policy", "shockwave", "--log-level", "warn")
+	statusEventually(t, "--nats-url", url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	job, err := sdk.Register(ctx, sdk.WithURL(url), sdk.WithJobID("pair"), sdk.WithModel("ResNet-18"), sdk.WithWorkers(2),
+		sdk.WithBatchSize(32), sdk.WithDatasetSize(50000), sdk.WithEpochs(100), sdk.WithThroughput(10),
+		sdk.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Close()
+	stepped := make(chan struct{})
+	go func() {
+		defer close(stepped)
+		src := sdk.SourceFunc[int](func(context.Context) (int, error) { time.Sleep(5 * time.Millisecond); return 1, nil })
+		for _, err := range sdk.Steps(ctx, job, src) {
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { cancel(); <-stepped }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, out, errOut := runCLI("status", "--nats-url", url, "--timeout", "500ms")
+		i := strings.Index(out, "· 2 in use")
+		if i >= 0 && strings.Contains(out[i:strings.Index(out, "jobs holding no devices")], "pair") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job never showed under its node:\n%s%s", out, errOut)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -106,11 +106,15 @@ class Trainer:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", default=os.environ.get("SHOCKWAVE_NATS_URL", "nats://127.0.0.1:4222"))
-    ap.add_argument("--job-id", default="pytorch-mlp")
+    # Under `shockwave agent` the identity, checkpoint directory and EXIT
+    # mode come from the environment the agent sets.
+    ckpt_dir = os.environ.get("SHOCKWAVE_CHECKPOINT_DIR")
+    ap.add_argument("--job-id", default=os.environ.get("SHOCKWAVE_JOB_ID", "pytorch-mlp"))
     ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--checkpoint", default="pytorch-mlp.pt")
+    ap.add_argument("--checkpoint", default=os.path.join(ckpt_dir, "pytorch-mlp.pt") if ckpt_dir else "pytorch-mlp.pt")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
-    ap.add_argument("--exit-mode", action="store_true", help="exit on preemption (a launcher restarts the job)")
+    ap.add_argument("--exit-mode", action="store_true", default=os.environ.get("SHOCKWAVE_EXIT_MODE") == "1",
+                    help="exit on preemption (a launcher restarts the job)")
     ap.add_argument("--step-delay", type=float, default=0.0, help="extra seconds per step (slows the demo down)")
     args = ap.parse_args()
 
