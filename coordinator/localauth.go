@@ -120,18 +120,19 @@ func setupLocalAuth(opts *server.Options, cfg EmbeddedConfig, subj protocol.Subj
 // to leases and inboxes. Everything else, the log, the JetStream API and the
 // lease subjects included, is denied.
 //
-// Node agents authenticate like jobs (in token mode with the shared token),
+// The ranks of a multi-process job talk on <prefix>.job.<id>.ranks, inside
+// the JOBS account. Node agents authenticate like jobs (in token mode with the shared token),
 // so the same permissions cover the agent subjects: requests on
 // <prefix>.agent.*.* and the nodes' desired states. In none mode anyone may
 // also submit and cancel jobs; in token mode that takes the admin secret.
 func localJobPermissions(subj protocol.Subjects, none bool) *server.Permissions {
-	pub := []string{subj.Register(), subj.AllEvents(), subj.AgentAll("*")}
+	pub := []string{subj.Register(), subj.AllEvents(), subj.AgentAll("*"), subj.Ranks("*")}
 	if none {
 		pub = append(pub, subj.Status(), subj.Submit(), subj.Cancel())
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: []string{"$JS.>", "$KV.>", "$SYS.>", subj.Prefix + ".log.>"}},
-		Subscribe: &server.SubjectPermission{Allow: []string{subj.AllLeases(), subj.Desired("*"), "_INBOX.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{subj.AllLeases(), subj.Desired("*"), subj.Ranks("*"), "_INBOX.>"}},
 	}
 }
 

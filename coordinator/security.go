@@ -31,7 +31,8 @@ const (
 	// by the coordinator's JOBS account key, in a standard .creds file)
 	// whose permissions cover only that job's subjects: publish on the
 	// register subject and its own events subject, subscribe to its own
-	// lease subject and its own inbox. Jobs live in the JOBS account, which
+	// lease subject and its own inbox, and both on its own ranks subject
+	// (where the processes of a multi-rank job agree on their stop step). Jobs live in the JOBS account, which
 	// imports the coordinator's subjects from the COORD account; the server
 	// stamps every registration with the requester's identity, and the
 	// coordinator refuses a registration of another job's id.
@@ -194,8 +195,8 @@ func userKey(acct nkeys.KeyPair, name string, perms *jwt.Permissions, ttl time.D
 // JobPermissions are the permissions of job's credentials.
 func JobPermissions(s protocol.Subjects, job string) *jwt.Permissions {
 	p := &jwt.Permissions{}
-	p.Pub.Allow.Add(s.Register(), s.Events(job))
-	p.Sub.Allow.Add(s.Lease(job), s.Inbox(job)+".>")
+	p.Pub.Allow.Add(s.Register(), s.Events(job), s.Ranks(job))
+	p.Sub.Allow.Add(s.Lease(job), s.Ranks(job), s.Inbox(job)+".>")
 	return p
 }
 

@@ -36,6 +36,10 @@ func BenchmarkSolve_N50_G32(b *testing.B)   { benchSolve(b, 50, 32, 1e-3, 12) }
 func BenchmarkSolve_N300_G128(b *testing.B) { benchSolve(b, 300, 128, 1e-3, 15) }
 func BenchmarkSolve_N900_G256(b *testing.B) { benchSolve(b, 900, 256, 1e5, 5) }
 
+// The scales of docs/scale.md, with the 256-GPU configuration's settings.
+func BenchmarkSolve_N3600_G1024(b *testing.B) { benchSolve(b, 3600, 1024, 1e5, 5) }
+func BenchmarkSolve_N9000_G2560(b *testing.B) { benchSolve(b, 9000, 2560, 1e5, 5) }
+
 // The binding fairness rule (fair.go) on the same instances.
 func BenchmarkSolveTightest_N300_G128(b *testing.B) {
 	benchSolveRule(b, 300, 128, 1e-3, 15, market.FairnessTightest)

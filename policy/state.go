@@ -239,11 +239,10 @@ func (m *swMeta) append(e *wire.Encoder) {
 	e.Int(m.epoch)
 	e.F64(m.submit)
 	e.Ints(m.modes)
-	keys := slices.Sorted(maps.Keys(m.alpha))
-	e.Len(len(keys))
-	for _, b := range keys {
+	e.Len(len(m.modes)) // α by batch size, in the modes' (sorted) order
+	for k, b := range m.modes {
 		e.Int(b)
-		e.F64(m.alpha[b])
+		e.F64(m.alpha[k])
 	}
 	e.Bool(m.targets != nil)
 	e.Len(len(m.targets))
@@ -260,10 +259,15 @@ func (m *swMeta) load(d *wire.Decoder) {
 	m.dataset, m.epoch, m.submit = d.Int(), d.Int(), d.F64()
 	m.modes = d.Ints()
 	n := d.Len(16)
-	m.alpha = make(map[int]float64, n)
-	for range n {
-		b := d.Int()
-		m.alpha[b] = d.F64()
+	m.alpha = make([]float64, n)
+	for k := range n {
+		if b := d.Int(); d.Err() == nil && (k >= len(m.modes) || b != m.modes[k]) {
+			d.Failf("policy: shockwave state: job metadata: prior %d is for batch size %d, not the mode %v", k, b, m.modes)
+		}
+		m.alpha[k] = d.F64()
+	}
+	if d.Err() == nil && n != len(m.modes) {
+		d.Failf("policy: shockwave state: job metadata: %d priors for %d modes", n, len(m.modes))
 	}
 	present := d.Bool()
 	n = d.Len(16)
@@ -280,6 +284,15 @@ func (m *swMeta) load(d *wire.Decoder) {
 	if d.Err() == nil && (len(m.pre) != len(m.dur) || len(m.planned) != len(m.pre) || m.epochs != len(m.planned)) {
 		d.Failf("policy: shockwave state: job metadata with %d epochs, %d planned, %d durations", m.epochs, len(m.planned), len(m.dur))
 	}
+	if d.Err() == nil && (!slices.IsSorted(m.modes) || len(slices.Compact(slices.Clone(m.modes))) != len(m.modes)) {
+		d.Failf("policy: shockwave state: job metadata: modes %v are not distinct and sorted", m.modes)
+	}
+	for _, b := range m.planned {
+		if d.Err() == nil && !slices.Contains(m.modes, b) {
+			d.Failf("policy: shockwave state: job metadata: planned batch size %d is not among the modes %v", b, m.modes)
+		}
+	}
+	m.derive()
 }
 
 func (o *swOnline) append(e *wire.Encoder) {

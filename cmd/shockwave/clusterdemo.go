@@ -38,6 +38,8 @@ type clusterDemo struct {
 	timeout time.Duration
 	train   string // go-train binary ("" when not found)
 	pytorch string // train.py ("" when not given)
+	ddp     string // train_ddp.py ("" when not given)
+	python  string
 	work    string
 }
 
@@ -51,6 +53,8 @@ func runClusterDemo(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&d.timeout, "timeout", 5*time.Minute, "give up after this long")
 	fs.StringVar(&d.train, "train", "", "examples/go-train binary (default: go-train next to this binary or on $PATH; \"builtin\": this binary's demo-train)")
 	fs.StringVar(&d.pytorch, "pytorch", "", "examples/pytorch/train.py to submit too (needs python3 with torch and the shockwave package)")
+	fs.StringVar(&d.ddp, "ddp", "", "examples/pytorch/train_ddp.py to submit as a 2-rank DDP job (gloo on CPU; needs nodes of 2 GPUs)")
+	fs.StringVar(&d.python, "python", defaultPython(), "Python interpreter of the PyTorch jobs")
 	fs.StringVar(&d.work, "work-dir", "", "shared work directory of the agents (default: a temporary one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -77,6 +81,15 @@ func runClusterDemo(args []string, stdout, stderr io.Writer) error {
 		d.train = ""
 	}
 	return d.run(stdout, stderr)
+}
+
+// defaultPython is Debian's interpreter, where python3-torch installs, when
+// it exists.
+func defaultPython() string {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
 }
 
 // findGoTrain looks for go-train next to this binary, then on $PATH.
@@ -186,9 +199,13 @@ func (d *clusterDemo) submit(nc *nats.Conn) ([]demoSubmission, error) {
 	for i := range d.jobs {
 		s := protocol.Submit{V: protocol.Version, Workers: 1, MaxRetries: 2}
 		switch {
+		case d.ddp != "" && i == 0 && d.nodes.MaxPerNode() >= 2:
+			s.Name, s.Workers, s.RanksPerNode = "ddp-2ranks", 2, 2
+			s.Command = []string{d.python, d.ddp, "--epochs", "3", "--exit-mode",
+				"--checkpoint", filepath.Join(d.work, "ddp-2ranks.pt")}
 		case d.pytorch != "" && i%3 == 2:
 			s.Name = fmt.Sprintf("torch-%d", i)
-			s.Command = []string{"python3", d.pytorch, "--epochs", "3"}
+			s.Command = []string{d.python, d.pytorch, "--epochs", "3"}
 		case d.train != "":
 			s.Name = fmt.Sprintf("go-train-%d", i)
 			s.Command = []string{d.train, "--epochs", fmt.Sprint(4 + i%4), "--samples", "2048", "--step-time", "15ms"}
@@ -196,7 +213,7 @@ func (d *clusterDemo) submit(nc *nats.Conn) ([]demoSubmission, error) {
 			s.Name = fmt.Sprintf("demo-train-%d", i)
 			s.Command = []string{self, "demo-train", "--epochs", fmt.Sprint(4 + i%4)}
 		}
-		if i == d.jobs-1 && d.nodes.MaxPerNode() >= 2 {
+		if i == d.jobs-1 && d.nodes.MaxPerNode() >= 2 && s.Workers == 1 {
 			s.Workers = 2 // a gang: on one node when it fits
 			s.Name += "-w2"
 		}
@@ -213,7 +230,11 @@ func (d *clusterDemo) submit(nc *nats.Conn) ([]demoSubmission, error) {
 		if err != nil {
 			return nil, fmt.Errorf("submitting %s: %w", s.Name, err)
 		}
-		subs = append(subs, demoSubmission{id: rep.Job, what: fmt.Sprintf("%d GPU(s): %s", s.Workers, strings.Join(s.Command, " "))})
+		what := fmt.Sprintf("%d GPU(s): %s", s.Workers, strings.Join(s.Command, " "))
+		if s.RanksPerNode > 1 {
+			what = fmt.Sprintf("%d ranks, %s", s.RanksPerNode, what)
+		}
+		subs = append(subs, demoSubmission{id: rep.Job, what: what})
 	}
 	return subs, nil
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -31,6 +32,7 @@ type simFlags struct {
 	dump, info, forecasts, nodes, cluster, export      string
 	gpus, generate                                     int
 	seed                                               uint64
+	arrivalGap                                         float64
 	round                                              time.Duration
 	compat, reallocate                                 bool
 	noise                                              noiseFlags
@@ -50,6 +52,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length")
 	fs.IntVar(&f.generate, "generate", 120, "generate a trace of `N` jobs (spec §1 process) when no --trace is given")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the generated trace")
+	fs.Float64Var(&f.arrivalGap, "arrival-gap", 40, "mean gap between the generated trace's arrivals, in `SECONDS` (exponential)")
 	fs.StringVar(&f.format, "format", "table", "output format: table or json")
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
 	fs.StringVar(&f.dump, "dump-instances", "", "write every market instance the shockwave policy solves into `DIR` (read them with shockwave solve)")
@@ -197,7 +200,10 @@ func (f *simFlags) jobs(thr *workload.Throughputs) ([]workload.Spec, error) {
 	if f.generate <= 0 {
 		return nil, badInput("--generate: job count must be positive, got %d", f.generate)
 	}
-	return workload.Generate(f.generate, f.seed, thr, workload.GenerateOptions{})
+	if !(f.arrivalGap > 0) || math.IsInf(f.arrivalGap, 0) {
+		return nil, badInput("--arrival-gap: mean gap must be a positive number of seconds, got %v", f.arrivalGap)
+	}
+	return workload.Generate(f.generate, f.seed, thr, workload.GenerateOptions{MeanInterArrival: f.arrivalGap})
 }
 
 // policyList resolves a comma-separated list of policy names.
