@@ -45,7 +45,7 @@ type config struct {
 	IsolatedSeconds *float64        `json:"isolated_seconds"`
 	Resume          *sdk.Checkpoint `json:"resume"`
 
-	ExitMode        *bool    `json:"exit_mode"`
+	ExitMode *bool `json:"exit_mode"`
 
 	Rank            *int     `json:"rank"`
 	WorldSize       *int     `json:"world_size"`
