@@ -90,6 +90,7 @@ class Coordinator:
             args = [binary, "coordinator", "--gpus", str(self.gpus), "--round", f"{self.round_s}s",
                     "--policy", self.policy, "--listen", f"127.0.0.1:{port}",
                     "--data-dir", os.path.join(self.dir, f"data{attempt}"), "--log-level", "debug"] + self.extra
+            self.data_dir = os.path.join(self.dir, f"data{attempt}")
             self.log = []
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             ready = threading.Event()
@@ -125,6 +126,12 @@ class Coordinator:
             self.proc.stderr.close()
         if remove and self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def coordinator_token(self) -> str:
+        """The coordinator's own secret (none and token mode): the rights to
+        publish leases and use JetStream, which jobs lack."""
+        with open(os.path.join(self.data_dir, "auth", "coordinator.secret")) as f:
+            return f.read().strip()
 
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.log[-n:])
