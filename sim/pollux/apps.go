@@ -47,9 +47,9 @@ type App struct {
 	MaxLocal  int
 	MaxEpochs int
 
-	validated []int       // validated global batch sizes, ascending
+	validated []int        // validated global batch sizes, ascending
 	runs      [][]epochRow // runs[i] is the run at validated[i]
-	progress  []float64   // progress[e]: progress to finish epochs 0..e-1
+	progress  []float64    // progress[e]: progress to finish epochs 0..e-1
 	small     map[int][]bszPoint
 	layers    []layer
 }
