@@ -51,8 +51,14 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.compat, "compat", false, "reproduce the original simulator's bugs (README: compatibility mode)")
 	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
 	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
+	pf := addPolluxFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if ok, err := isPolluxTrace(f.trace); err != nil {
+		return err
+	} else if ok {
+		return simulatePollux(&f, pf, stdout, stderr)
 	}
 	cfg, err := f.load()
 	if err != nil {

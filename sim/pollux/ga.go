@@ -33,6 +33,8 @@ type ga struct {
 
 	free, perm, cum []int
 	nz, sum         []int
+
+	nsga nsga
 }
 
 const memoR = 65
@@ -156,29 +158,39 @@ func (g *ga) f0(x []int8) float64 {
 func (g *ga) repair(x []int8) {
 	nn := g.nn
 	if !g.p.NoAvoid {
+		seen := g.cum // per node: a distributed job earlier in the order is there
+		clear(seen)
 		for j := 0; j < g.nj; j++ {
+			row := x[j*nn : (j+1)*nn]
 			c := 0
-			for _, v := range x[j*nn : (j+1)*nn] {
+			for _, v := range row {
 				if v > 0 {
 					c++
 				}
 			}
-			g.nz[j] = c
-		}
-		for n := 0; n < nn; n++ {
-			seen := false
-			for j := 0; j < g.nj; j++ {
-				if g.nz[j] > 1 && x[j*nn+n] > 0 {
-					if seen {
-						x[j*nn+n] = 0
+			if c <= 1 {
+				continue
+			}
+			for n, v := range row {
+				if v > 0 {
+					if seen[n] != 0 {
+						row[n] = 0
 					}
-					seen = true
+					seen[n] = 1
 				}
 			}
 		}
 	}
 	rng := g.p.rng
 	for j := 0; j < g.nj; j++ {
+		row := x[j*nn : (j+1)*nn]
+		total := 0
+		for _, v := range row {
+			total += int(v)
+		}
+		if total <= g.maxRep[j] {
+			continue // the cap does not bind: the visiting order is irrelevant
+		}
 		for k := range g.perm {
 			g.perm[k] = k
 		}
@@ -188,18 +200,21 @@ func (g *ga) repair(x []int8) {
 		}
 		left := g.maxRep[j]
 		for _, n := range g.perm {
-			v := int(x[j*nn+n])
-			v = min(v, left)
+			v := min(int(row[n]), left)
 			left -= v
-			x[j*nn+n] = int8(v)
+			row[n] = int8(v)
 		}
 	}
-	for n := 0; n < nn; n++ {
-		left := g.cap[n]
-		for j := 0; j < g.nj; j++ {
-			v := min(int(x[j*nn+n]), left)
-			left -= v
-			x[j*nn+n] = int8(v)
+	left := g.free
+	copy(left, g.cap)
+	for j := 0; j < g.nj; j++ {
+		row := x[j*nn : (j+1)*nn]
+		for n, v := range row {
+			if int(v) > left[n] {
+				v = int8(left[n])
+				row[n] = v
+			}
+			left[n] -= int(v)
 		}
 	}
 }
@@ -223,8 +238,10 @@ func (g *ga) mutate(x []int8) {
 		}
 	}
 	copy(g.free, g.cap)
-	for k, v := range x {
-		g.free[k%nn] -= int(v)
+	for j := 0; j < g.nj; j++ {
+		for n, v := range x[j*nn : (j+1)*nn] {
+			g.free[n] -= int(v)
+		}
 	}
 	nf := 0
 	for _, f := range g.free {
@@ -249,12 +266,12 @@ func (g *ga) mutate(x []int8) {
 			p2 = 1 / float64(nh)
 		}
 		for n, v := range row {
-			q := 0.0
-			if g.free[n] >= 1 {
-				q = p1
-				if v > 0 {
-					q = p1 + p2 - p1*p2
-				}
+			if g.free[n] < 1 {
+				continue // probability 0: no draw needed
+			}
+			q := p1
+			if v > 0 {
+				q = p1 + p2 - p1*p2
 			}
 			if rng.Float64() < q {
 				row[n] = v + int8(rng.IntN(g.cap[n]-int(v)+1))

@@ -34,6 +34,7 @@ type Job struct {
 	Progress      float64
 	Epoch         int
 	Attained      float64 // GPU-seconds
+	Busy          float64 // seconds of progress-making execution (restart delays excluded)
 	Restarts      int     // -1 until the first allocation
 
 	Profile  []ProfileEntry
@@ -142,6 +143,7 @@ func (j *Job) Step(now, seconds int, interference float64) error {
 		if j.Progress+goodput*float64(seconds) < next {
 			j.Progress += goodput * float64(seconds)
 			j.Attained += float64(seconds * j.replicas)
+			j.Busy += float64(seconds)
 			now += seconds
 			seconds = 0
 		} else {
@@ -152,6 +154,7 @@ func (j *Job) Step(now, seconds int, interference float64) error {
 			}
 			j.Progress = next
 			j.Attained += float64(delta * j.replicas)
+			j.Busy += float64(delta)
 			now += delta
 			seconds -= delta
 		}

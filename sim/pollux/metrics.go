@@ -50,11 +50,18 @@ func Summarise(policy string, jobs []*Job, isolated map[string]int) (*Result, er
 	return r, nil
 }
 
-// IsolatedJCTs runs every job alone on the cluster at its trace width and
-// batch size (Tiresias+TunedJobs with no competitor: packed placement, the
-// wait for the next interval boundary and the 30 s start delay included).
-func IsolatedJCTs(rows []WorkloadRow, cfg Config) (map[string]int, error) {
-	out := make(map[string]int, len(rows))
+// Isolated is a job's run alone on the cluster at its trace width and
+// batch size: its JCT (the wait for the next interval boundary and the 30 s
+// start delay included) and its mean progress rate while executing.
+type Isolated struct {
+	JCT  int
+	Rate float64 // progress (steps at the initial batch size) per second
+}
+
+// IsolatedRuns runs every job alone (Tiresias+TunedJobs with no
+// competitor: packed placement) on cfg's cluster.
+func IsolatedRuns(rows []WorkloadRow, cfg Config) (map[string]Isolated, error) {
+	out := make(map[string]Isolated, len(rows))
 	for _, w := range rows {
 		c := cfg
 		c.Workload = []WorkloadRow{w}
@@ -65,9 +72,19 @@ func IsolatedJCTs(rows []WorkloadRow, cfg Config) (map[string]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("isolated %s: %w", w.Name, err)
 		}
-		out[w.Name] = jobs[0].Completion - jobs[0].Submit
+		j := jobs[0]
+		out[w.Name] = Isolated{JCT: j.Completion - j.Submit, Rate: j.Progress / j.Busy}
 	}
 	return out, nil
+}
+
+// JCTs extracts the JCTs of isolated runs.
+func JCTs(iso map[string]Isolated) map[string]int {
+	out := make(map[string]int, len(iso))
+	for k, v := range iso {
+		out[k] = v.JCT
+	}
+	return out
 }
 
 // SortedNames returns the job names of r in a stable order.

@@ -1,7 +1,6 @@
 package pollux
 
 import (
-	"math/rand/v2"
 	"slices"
 )
 
@@ -22,7 +21,7 @@ type Pollux struct {
 	// NoAvoid drops the interference-avoidance repair (the "noavoid" ablation).
 	NoAvoid bool
 
-	rng      *rand.Rand
+	rng      *rng
 	prev     [][]int8 // previous call's final front
 	prevJobs []*Job   // its job order
 	ga       ga
@@ -54,7 +53,7 @@ func polluxMaxReplicas(j *Job) int {
 // Allocate implements Policy.
 func (p *Pollux) Allocate(now int, active []*Job, cl *Cluster) ([][]int, error) {
 	if p.rng == nil {
-		p.rng = rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15))
+		p.rng = newRNG(p.Seed)
 	}
 	jobs := slices.Clone(active)
 	slices.SortStableFunc(jobs, func(a, b *Job) int {
