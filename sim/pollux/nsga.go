@@ -305,4 +305,3 @@ func crowding(pop []indiv, f []int, b *nsga) {
 		}
 	}
 }
-
