@@ -134,6 +134,7 @@ func TestPollux_MatchesPublishedAverageJCTOverFiveSeeds(t *testing.T) {
 				sem <- struct{}{}
 				defer func() { <-sem }()
 				r := runNative(t, rows, apps, "pollux", seed)
+				t.Logf("workload %d seed %d: pollux average JCT %.1f", k, seed, r.AvgJCT)
 				mu.Lock()
 				avg[k] += r.AvgJCT / 5
 				mu.Unlock()
