@@ -44,7 +44,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (the original's Shockwave JSON config)")
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length")
 	fs.IntVar(&f.generate, "generate", 120, "generate a trace of `N` jobs (spec §1 process) when no --trace is given")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the generated trace")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the generated trace, or of the pollux policy on Pollux workloads")
 	fs.StringVar(&f.format, "format", "table", "output format: table or json")
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
 	fs.StringVar(&f.dump, "dump-instances", "", "write every market instance the shockwave policy solves into `DIR` (read them with shockwave solve)")
