@@ -126,12 +126,21 @@ type forecastState struct {
 // to run; d: seconds of an epoch at a level) has its mean and second moment
 // computed by a forward recursion over the epochs; throughput uncertainty
 // per level adds Σ_ℓ (N_ℓ d_ℓ)²(e^{v_ℓ}−1) to the variance, and P10/P90
-// come from the log-normal with the same mean and variance.
+// come from the log-normal with the same mean and variance, their
+// log-space distance from the mean scaled by the factor calibrated on
+// completed jobs (calibrate.go).
 func (f *Forecaster) Forecast(id string) (Forecast, error) {
 	j, ok := f.jobs[id]
 	if !ok {
 		return Forecast{}, fmt.Errorf("bayes: unknown job %s", id)
 	}
+	fc, err := f.forecastRaw(j)
+	fc.Remaining = f.cal.calibrate(fc.Remaining)
+	return fc, err
+}
+
+// forecastRaw is Forecast before the band's calibration (calibrate.go).
+func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 	var st forecastState
 	f.prepare(j, &st)
 	uninformed := f.throughputs(j, &st)

@@ -213,6 +213,10 @@ type job struct {
 	own       [maxLevels]levelObs
 	nown      int
 	thr       *thrStat // peer table entry of the current batch size
+
+	exec float64                 // execution seconds reported (Σ Elapsed)
+	cal  [len(calMarks)]calPoint // raw bands kept at calMarks (calibrate.go)
+	ncal int                     // marks passed
 }
 
 // Forecaster holds per-job state and per-family priors learned from
@@ -224,6 +228,7 @@ type Forecaster struct {
 	thr   map[thrKey]*thrStat
 	ratio map[string]*NormalGamma // per model; "" pools all models
 	batch map[string]*modelBatch  // per model: the batch sizes its jobs used
+	cal   calibrator              // the band's scale, learned from completed jobs
 }
 
 // modelBatch is what a model's jobs taught about batch sizes: how many
@@ -354,6 +359,8 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	// later change starts at ceil(position) or beyond), so the transitions
 	// into them are facts: teach them to the families now.
 	f.teach(j, int(math.Ceil(j.pos-1e-9))-1)
+	j.exec += o.Elapsed
+	f.sample(j)
 	return nil
 }
 
@@ -435,6 +442,7 @@ func (f *Forecaster) Complete(id string) {
 		j.setOwn(j.bs, j.det.Mean(), j.det.MeanVariance())
 	}
 	f.learnRatios(j)
+	f.learnBand(j)
 	delete(f.jobs, id)
 }
 

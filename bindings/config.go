@@ -45,6 +45,14 @@ type config struct {
 	Resume          *sdk.Checkpoint `json:"resume"`
 
 	ExitMode        *bool    `json:"exit_mode"`
+
+	Rank            *int     `json:"rank"`
+	WorldSize       *int     `json:"world_size"`
+	LocalRank       *int     `json:"local_rank"`
+	RankTimeout     *float64 `json:"rank_timeout"`      // seconds
+	RankJoinTimeout *float64 `json:"rank_join_timeout"` // seconds
+	Node            *string  `json:"node"`
+	VisibleDevices  []int    `json:"visible_devices"`
 	SampleInterval  *float64 `json:"sample_interval"`  // seconds
 	RegisterTimeout *float64 `json:"register_timeout"` // seconds
 }
@@ -123,6 +131,9 @@ func parseConfig(raw []byte) (opts []sdk.Option, keys []string, sampleEvery time
 	if c.ExitMode != nil && *c.ExitMode {
 		add("exit_mode", sdk.ExitOnSuspend())
 	}
+	if err := rankConfig(&c, add); err != nil {
+		return nil, nil, 0, err
+	}
 	for _, d := range []struct {
 		key string
 		p   *float64
@@ -162,4 +173,41 @@ func nameOption(err error, keys []string) string {
 		return msg
 	}
 	return "config: " + keys[i-1] + ": " + msg[m[1]:]
+}
+
+// rankConfig adds the options of a multi-process job and a resident node.
+func rankConfig(c *config, add func(string, sdk.Option)) error {
+	switch {
+	case (c.Rank == nil) != (c.WorldSize == nil):
+		return errors.New("config: rank and world_size go together")
+	case c.Rank != nil:
+		add("rank", sdk.WithRank(*c.Rank, *c.WorldSize))
+	}
+	if c.LocalRank != nil {
+		add("local_rank", sdk.WithLocalRank(*c.LocalRank))
+	}
+	if c.RankTimeout != nil || c.RankJoinTimeout != nil {
+		silent, join := sdk.DefaultRankTimeout, sdk.DefaultRankJoinTimeout
+		for _, d := range []struct {
+			key string
+			p   *float64
+			to  *time.Duration
+		}{{"rank_timeout", c.RankTimeout, &silent}, {"rank_join_timeout", c.RankJoinTimeout, &join}} {
+			if d.p == nil {
+				continue
+			}
+			if !(*d.p > 0 && *d.p <= 86400) {
+				return fmt.Errorf("config: %s: %g seconds out of range (0, 86400]", d.key, *d.p)
+			}
+			*d.to = time.Duration(*d.p * float64(time.Second))
+		}
+		add("rank_timeout", sdk.WithRankTimeout(silent, max(join, silent)))
+	}
+	if c.Node != nil {
+		add("node", sdk.WithNode(*c.Node))
+	}
+	if c.VisibleDevices != nil {
+		add("visible_devices", sdk.WithVisibleDevices(c.VisibleDevices...))
+	}
+	return nil
 }

@@ -15,8 +15,8 @@
 // # Design
 //
 // A ctypes call into Go costs microseconds when calls are spaced out as in
-// a training loop, so the per-step path never crosses into Go
-// (DESIGN.md, "Bindings"). Each job has a control block in C memory
+// a training loop, so the per-step path never crosses into Go.
+// Each job has a control block in C memory
 // (shockwave_control): the library mirrors the SDK's lease state into it
 // whenever the lease changes, and the training loop bumps a step counter in
 // it. A goroutine per job samples that counter and feeds it to the SDK

@@ -35,6 +35,7 @@ const (
 	errRefused  = C.int(C.SHOCKWAVE_ERR_REFUSED)
 	errClosed   = C.int(C.SHOCKWAVE_ERR_CLOSED)
 	errInternal = C.int(C.SHOCKWAVE_ERR_INTERNAL)
+	errRankLost = C.int(C.SHOCKWAVE_ERR_RANK_LOST)
 )
 
 // finishTimeout bounds shockwave_finish's wait for delivery.
@@ -55,6 +56,8 @@ func sdkFailure(err error) *failure {
 	st := errInternal
 	var perr *protocol.Error
 	switch {
+	case errors.Is(err, sdk.ErrRankLost):
+		st = errRankLost
 	case errors.Is(err, sdk.ErrClosed):
 		st = errClosed
 	case errors.As(err, &perr):
@@ -132,9 +135,10 @@ func swgo_open(cfg *C.char, out *C.int64_t) (st C.int) {
 		}
 		return setOpenErr(f.status, f.msg)
 	}
-	h := &handle{job: job, cb: newControl(job.BatchSize()), quit: make(chan struct{}), done: make(chan struct{}),
+	h := &handle{job: job, cb: newControl(job.BatchSize(), job.Rank(), job.WorldSize()), quit: make(chan struct{}), done: make(chan struct{}),
 		lastSample: time.Now()}
 	h.lastSteps = h.cb.steps()
+	h.mirrorGateLocked()
 	addHandle(h)
 	go h.run(samplerPeriod(job, sampleEvery))
 	*out = C.int64_t(h.id)
@@ -159,11 +163,16 @@ func swgo_boundary(id C.int64_t) C.int {
 		if h.finished {
 			return 0, fail(errClosed, "job %s finished", h.job.ID())
 		}
-		switch h.job.Boundary() {
+		d := h.job.Boundary()
+		h.mirrorGateLocked()
+		switch d {
 		case sdk.Continue:
 			h.loopRan = true
 			return stOK, nil
 		case sdk.Stop:
+			if err := h.job.RankErr(); err != nil {
+				return 0, &failure{errRankLost, err.Error()}
+			}
 			if h.job.LeaseState() == sdk.Closed {
 				return 0, fail(errClosed, "job %s is closed", h.job.ID())
 			}
@@ -175,7 +184,7 @@ func swgo_boundary(id C.int64_t) C.int {
 			return stWait, nil // nothing ran since the last pause: no hook
 		}
 		h.loopRan, h.pausedAt, h.suspended = false, steps, true
-		if h.job.ExitMode() {
+		if d == sdk.Preempt {
 			return stPreempted, nil
 		}
 		return stSuspend, nil
@@ -221,6 +230,7 @@ func swgo_wait_run(id C.int64_t, timeoutMS C.int64_t) (st C.int) {
 		st, h.suspended = stResume, false
 	}
 	h.sampleLocked()
+	h.mirrorGateLocked()
 	h.loopRan, h.pausedAt = true, h.cb.steps()
 	return st
 }
@@ -266,6 +276,12 @@ func swgo_text(id C.int64_t, kind C.int, buf *C.char, capacity C.size_t, length 
 		case 1:
 			h.sampleLocked()
 			v = h.job.Checkpoint()
+		case 2:
+			l, ok := h.job.Grant()
+			v = l
+			if !ok {
+				v = struct{}{}
+			}
 		default:
 			return 0, fail(errInvalid, "unknown text kind %d", int(kind))
 		}

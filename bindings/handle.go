@@ -7,6 +7,7 @@ package main
 import "C"
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,14 +30,16 @@ type control struct{ p *C.shockwave_control }
 
 // newControl allocates a zeroed control block. It is never freed (see
 // shockwave.h): a thread may still read it after the job closed.
-func newControl(batchSize int) control {
+func newControl(batchSize, rank, world int) control {
 	p := (*C.shockwave_control)(C.calloc(1, C.size_t(unsafe.Sizeof(C.shockwave_control{}))))
 	if p == nil {
 		panic("shockwave: out of memory allocating a control block")
 	}
 	c := control{p}
 	p.magic = C.SHOCKWAVE_CONTROL_MAGIC
-	p.version = 1
+	p.version = 2
+	p.rank, p.world = C.int32_t(rank), C.int32_t(world)
+	atomic.StoreUint64(c.u64(&p.gate), math.MaxUint64)
 	atomic.StoreInt32(c.i32(&p.batch_size), int32(batchSize))
 	c.setLease(leasePending)
 	return c
@@ -50,6 +53,7 @@ func (c control) steps() uint64       { return atomic.LoadUint64(c.u64(&c.p.step
 func (c control) active() bool        { return atomic.LoadInt32(c.i32(&c.p.active)) != 0 }
 func (c control) setBatchSize(n int)  { atomic.StoreInt32(c.i32(&c.p.batch_size), int32(n)) }
 func (c control) ptr() unsafe.Pointer { return unsafe.Pointer(c.p) }
+func (c control) setGate(v uint64)    { atomic.StoreUint64(c.u64(&c.p.gate), v) }
 
 // setLease publishes a lease state: the sequence number first, so that a
 // reader that sees the new state also sees the new sequence number.
@@ -178,6 +182,23 @@ func (h *handle) mirror() {
 	if h.cb.lease() != v {
 		h.cb.setLease(v)
 	}
+	h.mu.Lock()
+	h.mirrorGateLocked()
+	h.mu.Unlock()
+}
+
+// mirrorGateLocked writes the SDK's next rank-agreement step into the
+// control block, in the block's own step count (steps since open): the
+// SDK counts from the job's start, and a rank other than 0 adopts rank
+// 0's count when it first joins.
+func (h *handle) mirrorGateLocked() {
+	g := h.job.Gate()
+	if g == math.MaxInt64 {
+		h.cb.setGate(math.MaxUint64)
+		return
+	}
+	offset := h.job.StepsDone() - int64(h.lastSteps) // steps the SDK counted before the block's first
+	h.cb.setGate(uint64(max(g-offset, 0)))
 }
 
 // sampleLocked records the steps counted since the last sample with the

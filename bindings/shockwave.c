@@ -80,6 +80,11 @@ int shockwave_lease(int64_t handle, char *buf, size_t cap, size_t *len) {
     return swgo_text(handle, 0, buf, cap, len);
 }
 
+int shockwave_grant(int64_t handle, char *buf, size_t cap, size_t *len) {
+    SW_GUARD();
+    return swgo_text(handle, 2, buf, cap, len);
+}
+
 int shockwave_state(int64_t handle, char *buf, size_t cap, size_t *len) {
     SW_GUARD();
     return swgo_text(handle, 1, buf, cap, len);

@@ -74,7 +74,7 @@ extern "C" {
 #endif
 
 /* Version of this interface; shockwave_abi_version returns the library's. */
-#define SHOCKWAVE_ABI_VERSION 1
+#define SHOCKWAVE_ABI_VERSION 2
 
 /* ---- Statuses ------------------------------------------------------------ */
 
@@ -107,6 +107,8 @@ extern "C" {
 #define SHOCKWAVE_ERR_REFUSED -5 /* the coordinator refused the registration */
 #define SHOCKWAVE_ERR_CLOSED -6  /* the job was finished or closed: call not allowed */
 #define SHOCKWAVE_ERR_INTERNAL -7
+#define SHOCKWAVE_ERR_RANK_LOST -8 /* a rank of a multi-process job was lost: exit
+                                    * non-zero; every rank restarts from the checkpoint */
 
 /* ---- Control block ------------------------------------------------------- */
 
@@ -129,8 +131,22 @@ extern "C" {
  * platform Go supports; the library accesses them atomically.
  *
  * Written by the library, read by the caller: magic, version, lease,
- * lease_seq, batch_size. Written by the caller (one thread), read by the
- * library: steps, active.
+ * lease_seq, batch_size, gate, rank, world. Written by the caller (one
+ * thread), read by the library: steps, active.
+ *
+ * Layout version 2 adds gate, rank and world (in what version 1 reserved).
+ * In a multi-process job (world > 1) the ranks agree on the step at which
+ * they all stop (see the Go SDK's package doc, "Multi-process jobs"); gate
+ * is the next step at which the loop must cross into the library even
+ * though lease reads RUN, so the per-step check becomes
+ *
+ *   if (cb->lease != SHOCKWAVE_LEASE_RUN || cb->steps >= cb->gate) ...
+ *
+ * There shockwave_boundary may return SHOCKWAVE_SUSPEND or
+ * SHOCKWAVE_PREEMPTED while lease still reads RUN (the agreed stop step),
+ * may block on a rank other than 0 until rank 0 releases more steps
+ * (bounded by the rank timeout), and returns SHOCKWAVE_ERR_RANK_LOST when
+ * the agreement broke.
  */
 typedef struct shockwave_control {
     uint32_t magic;              /* SHOCKWAVE_CONTROL_MAGIC */
@@ -141,7 +157,11 @@ typedef struct shockwave_control {
     volatile uint64_t steps;     /* iterations done since open (caller increments) */
     volatile int32_t active;     /* 1 while the loop trains: elapsed time counts */
     int32_t reserved0;
-    uint64_t reserved[4];
+    volatile uint64_t gate;      /* call shockwave_boundary when steps >= gate, even under
+                                  * RUN (version 2; UINT64_MAX for a single-process job) */
+    int32_t rank;                /* this process's rank (version 2) */
+    int32_t world;               /* the job's number of processes, 1 unless multi-rank */
+    uint64_t reserved[2];
 } shockwave_control;
 
 /* ---- Functions ----------------------------------------------------------- */
@@ -173,6 +193,15 @@ int shockwave_abi_version(void);
  *                     $SHOCKWAVE_EXIT_MODE == "1")
  *   sample_interval   seconds between progress samples (default: a quarter round)
  *   register_timeout  seconds (default 30)
+ *   rank, world_size  this process's rank of a multi-process job (default $RANK,
+ *                     $WORLD_SIZE as torchrun sets them); rank 0 registers, the
+ *                     others attach to the same job id
+ *   local_rank        the rank's index on its node (default $LOCAL_RANK)
+ *   rank_timeout      seconds a rank may be silent before the others stop (default 10)
+ *   rank_join_timeout seconds every rank has to join (default 120)
+ *   node              the node a resident process lives on (default $SHOCKWAVE_NODE,
+ *                     not in EXIT mode); the coordinator grants devices there only
+ *   visible_devices   the local device indices the process can use on node
  *
  * On success *handle is the new handle. On failure *handle is 0 and
  * shockwave_last_error(0, ...) gives the message (handle 0 holds the error of
@@ -208,6 +237,12 @@ int shockwave_set_batch_size(int64_t handle, int64_t batch_size);
 
 /* Writes the current lease as JSON (protocol.Lease; "{}" before the first). */
 int shockwave_lease(int64_t handle, char *buf, size_t cap, size_t *len);
+
+/* Writes the RUN lease this process trains under as JSON (protocol.Lease
+ * with its per-node "devices"; for a multi-process job, the lease of the
+ * running generation), or "{}" while it holds none. Call it on resume to
+ * learn which devices to use. */
+int shockwave_grant(int64_t handle, char *buf, size_t cap, size_t *len);
 
 /* Writes the job's progress as JSON, to save with a checkpoint and pass back
  * as "resume" when a restarted process opens the job again. */

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"fmt"
 	"math"
+
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // Defaults of Config (spec §3.1, §3.3 step 2.4, §3.6).
@@ -15,8 +17,19 @@ const (
 // Config sets up a Core. The zero value of every optional field means its
 // documented default.
 type Config struct {
-	// GPUs is the number of GPUs the coordinator schedules (required, > 0).
+	// GPUs is the number of GPUs the coordinator schedules: with no
+	// Cluster, a flat pool of one node ("node-0") of GPUs devices (> 0).
+	// With a Cluster it may be 0 (set to the cluster's total) or must equal
+	// that total.
 	GPUs int
+	// Cluster is the set of nodes jobs are placed on (package topology).
+	// Empty means topology.Flat(GPUs), whose placement is exactly that of
+	// the flat pool.
+	Cluster topology.Cluster
+	// Dynamic makes membership change with JoinNode and LeaveNode (node
+	// agents): the cluster may start empty, and a gang wider than the
+	// current cluster waits instead of being refused at registration.
+	Dynamic bool
 	// RoundSeconds is the round length Δ (default 120).
 	RoundSeconds float64
 	// MaxFailedLeases ends a job after this many consecutive RUN leases in
@@ -45,8 +58,8 @@ type Config struct {
 
 // Validate checks the configuration and fills in defaults.
 func (c *Config) Validate() error {
-	if c.GPUs <= 0 {
-		return fmt.Errorf("coordinator: config: GPUs must be positive, got %d", c.GPUs)
+	if err := c.validateCluster(); err != nil {
+		return err
 	}
 	if c.RoundSeconds == 0 {
 		c.RoundSeconds = DefaultRoundSeconds
@@ -65,6 +78,31 @@ func (c *Config) Validate() error {
 	}
 	if math.IsNaN(c.JobTimeoutSeconds) || c.JobTimeoutSeconds < 0 {
 		return fmt.Errorf("coordinator: config: job timeout %gs is negative", c.JobTimeoutSeconds)
+	}
+	return nil
+}
+
+// validateCluster reconciles GPUs and Cluster (see their comments).
+func (c *Config) validateCluster() error {
+	if len(c.Cluster.Nodes) == 0 {
+		switch {
+		case c.GPUs > 0:
+			c.Cluster = topology.Flat(c.GPUs)
+		case c.Dynamic && c.GPUs == 0:
+			return nil // nodes join later
+		default:
+			return fmt.Errorf("coordinator: config: GPUs must be positive, got %d", c.GPUs)
+		}
+	}
+	if err := c.Cluster.Validate(); err != nil {
+		return fmt.Errorf("coordinator: config: %w", err)
+	}
+	total := c.Cluster.GPUs()
+	if c.GPUs == 0 {
+		c.GPUs = total
+	}
+	if c.GPUs != total {
+		return fmt.Errorf("coordinator: config: GPUs %d differs from the cluster's %d", c.GPUs, total)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // Errors returned by Core for inputs it rejects. A rejected input changes no
@@ -64,11 +65,22 @@ type job struct {
 	leaseSteps   int64
 	leaseElapsed float64
 	leaseBatch   int
-	workers      []int // GPU ids of the most recent RUN lease
+	workers      []int                  // GPU ids of the most recent RUN lease
+	devices      []protocol.NodeDevices // the same grant per node (place.go)
+	next         []protocol.NodeDevices // this tick's grant while placing
+	void         string                 // why the current lease became void (nodes.go)
+
+	node    string // resident process's node ("" when none)
+	visible []int  // its visible local devices, sorted (empty: all)
 
 	ident     identity // the registration's defining parameters (lifecycle.go)
 	lastHeard float64  // time of the registration or the last accepted event
 	readmit   bool     // pending again after being lost: keeps its admission time
+
+	// Submitted jobs (submit.go): run by node agents, never marked lost.
+	managed bool
+	adopted bool   // its process registered: the registration replaced the placeholder
+	reason  string // why it ended, or its last failed exit
 }
 
 // Core is the coordinator's deterministic state machine. It is not safe for
@@ -85,6 +97,11 @@ type Core struct {
 	plan    *policy.Plan
 	ended   []Ended // since the previous tick
 	life    liveness
+
+	nodes   []topology.Node // current membership, topology order
+	nodeAt  map[string]int  // node name → position in nodes
+	total   int             // GPUs of nodes
+	dynamic bool            // membership changes (nodes.go)
 }
 
 // NewCore returns a Core with no jobs, scheduling with policy p.
@@ -95,7 +112,11 @@ func NewCore(cfg Config, p policy.Policy) (*Core, error) {
 	if p == nil {
 		return nil, errors.New("coordinator: nil policy")
 	}
-	return &Core{cfg: cfg, pol: p, jobs: map[string]*job{}}, nil
+	c := &Core{cfg: cfg, pol: p, jobs: map[string]*job{}, dynamic: cfg.Dynamic}
+	c.nodes = slices.Clone(cfg.Cluster.Nodes)
+	c.indexNodes()
+	c.total = cfg.Cluster.GPUs()
+	return c, nil
 }
 
 // Config returns the validated configuration.
@@ -126,13 +147,16 @@ func (c *Core) Register(now float64, r *protocol.Register) error {
 	if _, dup := c.jobs[r.Job]; dup {
 		return fmt.Errorf("%w: %s", ErrDuplicateJob, r.Job)
 	}
-	if r.Workers > c.cfg.GPUs {
-		return fmt.Errorf("%w: job %s needs %d GPUs, the cluster has %d", ErrTooWide, r.Job, r.Workers, c.cfg.GPUs)
+	if !c.dynamic && r.Workers > c.total {
+		return fmt.Errorf("%w: job %s needs %d GPUs, the cluster has %d", ErrTooWide, r.Job, r.Workers, c.total)
+	}
+	if err := c.checkResident(r.Job, r.Workers, r.Node, visibleSet(r.Visible)); err != nil {
+		return err
 	}
 	if err := c.advance(now); err != nil {
 		return err
 	}
-	j := &job{state: Pending, leaseRound: -1, ident: identityOf(r), lastHeard: now}
+	j := &job{state: Pending, leaseRound: -1, ident: identityOf(r), lastHeard: now, node: r.Node, visible: visibleSet(r.Visible)}
 	v := &j.view
 	v.ID, v.Model, v.Mode, v.Workers = r.Job, r.Model, r.Mode, r.Workers
 	v.Priority = r.Priority
@@ -239,7 +263,7 @@ func (c *Core) measure(j *job) {
 }
 
 func (c *Core) end(j *job, s JobState, reason string) {
-	j.state = s
+	j.state, j.reason = s, reason
 	if i := slices.Index(c.active, j); i >= 0 {
 		c.active = slices.Delete(c.active, i, i+1)
 	}
@@ -248,6 +272,7 @@ func (c *Core) end(j *job, s JobState, reason string) {
 	} else {
 		c.pol.Remove(j.view.ID)
 	}
+	j.view.Measurements = nil // read by nobody once the job ended: snapshots stay bounded by the live jobs
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 
@@ -256,4 +281,14 @@ func (c *Core) lease(j *job, a protocol.Action) protocol.Lease {
 		V: protocol.Version, Job: j.view.ID, Round: c.round, Action: a,
 		Start: c.now, Expiry: c.now + c.cfg.RoundSeconds + c.cfg.LeaseGraceSeconds,
 	}
+}
+
+// visibleSet is a registration's visible devices sorted without repeats.
+func visibleSet(v []int) []int {
+	if len(v) == 0 {
+		return nil
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return slices.Compact(s)
 }

@@ -7,13 +7,77 @@
 // locks: one goroutine owns it. The simulator drives Core on a virtual clock
 // with exactly the events a job's SDK sends; the service drives it from NATS.
 //
-// A round (spec §3.3, DESIGN.md "Data flow"): events since the previous tick
+// A round (spec §3.3): events since the previous tick
 // update each job's progress, batch size and throughput and are passed to the
 // policy; at the tick, leases that produced no progress count as failures,
-// registrations are admitted, the policy allocates, gangs are placed on GPU
-// ids (spec §3.4), and leases are issued: RUN (an extension when the job ran
-// in the previous round too), SUSPEND for jobs that lost their GPUs, EXIT for
-// jobs the coordinator ended.
+// registrations are admitted, the policy allocates, gangs are placed on
+// devices of nodes (place.go, repair.go), and leases are issued: RUN (an
+// extension when the job ran in the previous round on the same devices),
+// SUSPEND for jobs that lost their GPUs, EXIT for jobs the coordinator ended.
+//
+// # Nodes and placement (nodes.go, place.go, repair.go)
+//
+// The cluster is a list of nodes (package topology: name, GPU count, type).
+// Config.Cluster sets it; with none, Config.GPUs is one node "node-0", the
+// flat pool. Cluster-wide GPU ids number the devices node by node in
+// topology order; a RUN lease carries both the ids (Workers) and, per node,
+// the node's name and its local device indices (Devices, same order). The
+// ids follow the current membership (a node leaving shifts the ids of the
+// nodes after it, even for a job that keeps its devices); Devices are stable.
+//
+// Placement, each tick, of the jobs the plan runs:
+//
+//  1. Widest gang first (plan order among equals). A job that ran in the
+//     previous round keeps exactly its devices when they all still exist.
+//  2. A resident job (its registration names a Node, and optionally the
+//     Visible local devices) gets devices only on that node, within
+//     Visible, lowest index first.
+//  3. Any other gang no wider than the largest node goes on one node: the
+//     fullest node that has room (best fit; lowest topology position among
+//     equals), so that small jobs fill partly used nodes and whole nodes
+//     stay free for wide gangs. Within a node it takes the lowest free
+//     local indices.
+//  4. A gang wider than every node spans the fewest nodes the cluster's
+//     sizes allow: emptiest nodes first (whole free nodes), the last part
+//     best fit; if the free devices would need more nodes, it is not placed.
+//
+// On one node this is exactly the flat pool's placement of spec §3.4
+// (widest first, keep previous GPUs, lowest free ids), so the simulator's
+// released-run comparisons are unchanged.
+//
+// # Plan repair (repair.go)
+//
+// A policy plans against the GPU count (policy.Snapshot.Nodes tells it the
+// node sizes; Shockwave's market uses them, see package policy). When the
+// plan fits the count but not the nodes, Core repairs it, deterministically.
+// It tries four placements and keeps the first that places every planned
+// job, else the one that places the most GPUs (the earliest on a tie): pin first
+// (rules 1-4 as above); evict (then each gang left out evicts the kept jobs
+// of the one node where the fewest of them make room, and those are fitted
+// anew); keep in turn (widest first, each job keeping its devices if they
+// are still free); repack (widest first from scratch). Jobs still without a
+// place are dropped from the round, and then active jobs the plan left
+// waiting are back-filled, in admission order, wherever they fit. Moved,
+// dropped and back-filled jobs are explained ("plan repair: …") and named
+// in the plan's note; the policy's own plan object is not modified.
+//
+// # Membership (nodes.go)
+//
+// JoinNode and LeaveNode change the cluster between ticks (node agents
+// joining and leaving; the service logs them so a replay sees them in the
+// same order). A node that joins again under the same name is an update of
+// its GPU count or type. When a node leaves, or shrinks below a device a job
+// holds, that job's lease is void at once: its GPUs show as none, the lease
+// is not counted as a failure, and at the next tick the job is placed
+// elsewhere if the plan runs it, or gets a SUSPEND lease naming the node.
+// With dynamic membership (Config.Dynamic, or any JoinNode/LeaveNode) a gang
+// wider than the current cluster is accepted and waits; a static cluster
+// refuses it at registration (ErrTooWide), and refuses a resident job whose
+// node it does not have (ErrUnknownNode). Jobs that cannot be placed whatever
+// the plan (too wide for the current cluster, or resident on an absent
+// node, or needing more devices than their node offers them) are left out of
+// the policy's snapshot and explained as waiting. With no nodes the policy
+// is not called at all.
 //
 // # Lease lifecycle (lifecycle.go)
 //
@@ -46,23 +110,34 @@
 // message's storage timestamp as Core's clock (seconds since the Unix epoch,
 // made monotonic). Core and the policies are deterministic folds of their
 // inputs, so a restarted coordinator — after a graceful stop, a kill -9 or
-// a NATS restart — replays the whole log into a fresh Core and reaches
-// exactly the state the old one had: job table, progress, the policy's
-// posteriors and fairness targets, and therefore the next plan. Replies and
-// leases are sent only for records folded after the replay, so every
-// accepted registration is durable before it is answered; the last round's
-// leases are sent again after a replay while they are still valid.
+// a NATS restart — restores its newest snapshot, replays the log after it
+// and reaches exactly the state the old one had: job table, progress, the
+// policy's posteriors and fairness targets, and therefore the next plan.
+// Replies and leases are sent only for records folded after the replay, so
+// every accepted registration is durable before it is answered; the last
+// round's leases are sent again after a replay while they are still valid.
 //
-// After each round a snapshot (job table, last plan, round index, the log
+// The state is also snapshotted (snapshot.go, recovery.go): every
+// SnapshotRounds rounds the fold's whole state — Core, its jobs, the
+// policy's own state (Shockwave's market plan, fair-share targets and
+// bayes posteriors; the Gavel mechanism's deficits and allocations;
+// Themis's and AlloX's memory) — is encoded in a versioned, SHA-256-
+// checked envelope and stored in the object store <PREFIX>_SNAP. A
+// restart restores the newest snapshot and replays only the records
+// after it, so restart time depends on the state and one round's records,
+// not on history. The log is compacted behind the older of the two
+// snapshots kept, never by age, so no record leaves it before two durable,
+// verified snapshots cover it. A damaged log or snapshot (a lost, missing
+// or garbled record, a digest that disagrees) makes the coordinator
+// refuse to serve with an IntegrityError, unless ServiceConfig.Recover is
+// set: it then continues from the newest good snapshot and says what was
+// lost. docs/durability.md has the format and the numbers.
+//
+// After each round a summary (job table, last plan, round index, the log
 // sequence it covers and a digest) is written to the KV bucket
-// <PREFIX>_STATE, for operators (ReadSnapshot works while the coordinator is
-// down) and to verify a replay: when the replay reaches the snapshot's
-// sequence, the digests must agree (shockwave_snapshot_errors_total counts
-// disagreements). The snapshot is not used to skip the replay: restoring
-// from it would need every policy to serialize its internal state exactly,
-// which the Policy interface does not ask of them. The price is a log that
-// grows with the run (one record per event batch) and a replay time
-// proportional to it; see the README for numbers.
+// <PREFIX>_STATE, for operators (ReadSnapshot works while the coordinator
+// is down), as a high-water mark of the log, and to verify a restart: when
+// the replay reaches the summary's sequence, the digests must agree.
 //
 // The log's configuration record pins GPUs, round length, timeouts and the
 // policy: a coordinator started on the same log with other settings refuses
@@ -76,4 +151,20 @@
 // the register, events and lease subjects; each job's user JWT allows only
 // its own subjects, and the server-stamped Nats-Request-Info header of a
 // registration names the requesting job, so a job cannot register another.
+//
+// # Node agents and submitted jobs (agents.go, runner.go, submit.go)
+//
+// `shockwave submit` stores a job (command, width, environment, ranks per
+// node, retry bound) in the log; Core registers it at once with a
+// placeholder registration (Core.Submit) that its process's first
+// registration replaces. Submitted jobs are never marked lost. Agents join
+// and send heartbeats on <prefix>.agent.<node>.*; a join, a node leaving
+// (its heartbeats stopped for ServiceConfig.AgentTimeout) and an agent's
+// report that a job's processes exited are log records, folded like the
+// rest (Core.JoinNode, Core.LeaveNode; exits: completion, a bounded number
+// of restarts as new attempts, then failure with the reason in the job's
+// status). The fold derives each node's desired state from the current
+// round's RUN leases (protocol.NodeDesired) and the service publishes it on
+// <prefix>.node.<node>.desired. AgentPermissions confine an agent to its
+// own node's subjects. docs/agent.md describes the whole.
 package coordinator

@@ -1,8 +1,10 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 // record is one message of the log.
 type record struct {
 	Seq     uint64
+	Pending uint64    // records after this one in the log when it was read
 	Time    time.Time // when the stream stored it: Core's clock
 	Subject string
 	Header  nats.Header
@@ -26,7 +29,7 @@ func recordOf(m jetstream.Msg) (record, error) {
 	if err != nil {
 		return record{}, err
 	}
-	return record{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, nil
+	return record{Seq: md.Sequence.Stream, Pending: md.NumPending, Time: md.Timestamp, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, nil
 }
 
 // seconds converts a wall-clock time to Core's clock: seconds since the
@@ -58,6 +61,10 @@ type outcome struct {
 	round    *Round                  // tick: the round it started
 	solve    time.Duration           // tick: how long Core.Tick took
 	exits    []protocol.Lease        // EXIT leases returned by events
+	// Records of agents and submissions (runner.go): the reply to send, and
+	// whether the nodes' desired state changed.
+	agentAnswer any
+	desired     bool
 }
 
 func (o *outcome) reject(reason string, err error) {
@@ -81,10 +88,11 @@ type fold struct {
 	seq    uint64
 	last   *Round                    // the most recent round
 	leases map[string]protocol.Lease // RUN leases of the most recent round
+	run    *runner                   // submitted jobs and node agents (runner.go)
 }
 
 func newFold(subj protocol.Subjects, limit int) *fold {
-	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}}
+	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner()}
 }
 
 // apply folds one record.
@@ -103,7 +111,11 @@ func (f *fold) apply(r record) outcome {
 	case r.Subject == f.subj.Prefix+"."+logTick:
 		return f.tick(r)
 	}
+	if o, ok := f.applyRunner(r); ok {
+		return o
+	}
 	if job, ok := f.subj.EventsJob(r.Subject); ok {
+		f.run.afterEvents(job) // runner.go
 		return f.events(job, r)
 	}
 	o := outcome{kind: kindUnknown}
@@ -211,6 +223,7 @@ func (f *fold) tick(r record) outcome {
 			f.leases[l.Job] = l
 		}
 	}
+	f.run.afterTick(f.leases)
 	return o
 }
 
@@ -222,7 +235,7 @@ func rejectReason(err error) string {
 	}{
 		{ErrUnknownJob, "unknown_job"}, {ErrOutOfOrder, "out_of_order"}, {ErrJobEnded, "ended"},
 		{ErrNotAdmitted, "not_admitted"}, {ErrConflict, "conflict"}, {ErrTooWide, "too_wide"},
-		{ErrClock, "clock"},
+		{ErrClock, "clock"}, {ErrUnknownNode, "unknown_node"}, {ErrBadNode, "bad_node"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.reason
@@ -238,7 +251,7 @@ func replyCode(err error) protocol.ErrorCode {
 		return protocol.CodeConflict
 	case "ended":
 		return protocol.CodeEnded
-	case "too_wide", "clock":
+	case "too_wide", "clock", "unknown_node", "bad_node":
 		return protocol.CodeRejected
 	}
 	return protocol.Code(err)
@@ -247,5 +260,14 @@ func replyCode(err error) protocol.ErrorCode {
 func sameConfig(a, b *configRecord) bool {
 	return a.GPUs == b.GPUs && a.RoundSeconds == b.RoundSeconds && a.MaxFailed == b.MaxFailed &&
 		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
+		a.Dynamic == b.Dynamic && reflect.DeepEqual(a.Cluster, b.Cluster) && a.Reallocate == b.Reallocate &&
 		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
+}
+
+// orNone shows a logged policy configuration in an error message.
+func orNone(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "none"
+	}
+	return string(raw)
 }

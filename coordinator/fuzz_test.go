@@ -28,7 +28,10 @@ func FuzzDecodeTickRecord(f *testing.F) {
 
 func FuzzDecodeConfigRecord(f *testing.F) {
 	good, _ := json.Marshal(configRecord{V: 1, GPUs: 4, RoundSeconds: 120, Policy: "gavel"})
-	for _, s := range []string{string(good), `{"v":1,"gpus":-1}`, `{"v":1,"policy_config":{"a":[1]}}`, `{`, `null`} {
+	for _, s := range []string{string(good), `{"v":1,"gpus":-1}`, `{"v":1,"policy_config":{"a":[1]}}`, `{`, `null`,
+		`{"v":1,"gpus":6,"round_seconds":60,"policy":"gavel","cluster":{"nodes":[{"name":"a","gpus":4},{"name":"b","gpus":2,"type":"t"}]}}`,
+		`{"v":1,"gpus":4,"round_seconds":60,"policy":"gavel","cluster":{"nodes":[{"name":"a","gpus":4},{"name":"a","gpus":4}]}}`,
+		`{"v":1,"round_seconds":60,"policy":"gavel","dynamic":true}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -116,6 +117,11 @@ func (s *Service) answerStatus(req statusRequest) {
 			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
 		rep.Plan = c.LastPlan()
+		rep.Nodes, rep.GPUs = c.NodeStatus(), c.GPUs()
+	}
+	if req.web != nil {
+		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds)}
+		return
 	}
 	go s.respond(req.msg, rep)
 }
@@ -150,6 +156,7 @@ func (s *Service) startRound(r record, o *outcome) {
 
 	dig, jobs, plan := digest(s.fold.core)
 	s.m.observeRound(rd, jobs, o.solve)
+	s.web.add(rd, o.solve)
 	for _, e := range rd.Lost {
 		s.log.Warn().Str("job", e.Job).Str("reason", e.Reason).Int("round", rd.Index).Msg("job lost")
 	}
@@ -157,7 +164,7 @@ func (s *Service) startRound(r record, o *outcome) {
 		s.log.Info().Str("job", e.Job).Str("state", string(e.State)).Str("reason", e.Reason).Msg("job ended")
 	}
 	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Dur("solve", o.solve).Dur("tick_to_last_lease", published).Msg("round")
+		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", o.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
 	snap := &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
 		GPUs: s.cfg.Core.GPUs, Digest: dig, Jobs: jobs, Plan: plan, Written: time.Now().UTC()}
 	select {

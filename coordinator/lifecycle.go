@@ -72,13 +72,26 @@ func (c *Core) Enroll(now float64, r *protocol.Register) (resumed bool, err erro
 	switch {
 	case j.state != Active && j.state != Pending && j.state != Lost:
 		return false, fmt.Errorf("%w: %s is %s", ErrJobEnded, r.Job, j.state)
+	case j.managed && !j.adopted:
+		return false, c.adopt(now, j, r)
 	case j.ident != identityOf(r):
 		return false, fmt.Errorf("%w: %s", ErrConflict, r.Job)
+	}
+	vis := visibleSet(r.Visible)
+	if err := c.checkResident(r.Job, r.Workers, r.Node, vis); err != nil {
+		return false, err
 	}
 	if err := c.advance(now); err != nil {
 		return false, err
 	}
 	j.lastHeard = now
+	if j.node != r.Node || !slices.Equal(j.visible, vis) {
+		// The process restarted elsewhere: its grant, if any, is void.
+		j.node, j.visible = r.Node, vis
+		if j.state == Active && j.leaseRound == c.round-1 && j.leaseRound >= 0 && j.void == "" {
+			j.void, j.workers, j.devices = "registered again on another node", nil, nil
+		}
+	}
 	c.rejoin(j)
 	return true, nil
 }
@@ -130,7 +143,8 @@ func (c *Core) drop(j *job, s JobState, reason string) {
 	if i := slices.Index(c.pending, j); i >= 0 {
 		c.pending = slices.Delete(c.pending, i, i+1)
 	}
-	j.state, j.readmit = s, false
+	j.state, j.readmit, j.reason = s, false, reason
+	j.view.Measurements = nil
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 
@@ -144,7 +158,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 	if c.cfg.ExpireLeases && c.life.ticked && now > c.life.lastTick+c.cfg.RoundSeconds+c.cfg.LeaseGraceSeconds {
 		for _, j := range c.active {
 			if j.leaseRound == c.round-1 {
-				j.leaseRound, j.workers = -1, nil
+				j.leaseRound, j.workers, j.devices = -1, nil, nil
 			}
 		}
 	}
@@ -154,7 +168,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 	var leases []protocol.Lease
 	for _, j := range slices.Clone(c.active) {
 		silent := now - j.lastHeard
-		if silent < c.cfg.JobTimeoutSeconds {
+		if silent < c.cfg.JobTimeoutSeconds || j.managed {
 			continue
 		}
 		reason := fmt.Sprintf("no events for %.1fs", silent)
@@ -164,7 +178,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 			leases = append(leases, l)
 		}
 		j.state = Lost
-		j.leaseRound, j.workers, j.leaseSteps, j.leaseElapsed = -1, nil, 0, 0
+		j.leaseRound, j.workers, j.devices, j.leaseSteps, j.leaseElapsed = -1, nil, nil, 0, 0
 		c.active = slices.DeleteFunc(c.active, func(a *job) bool { return a == j })
 		c.pol.Remove(j.view.ID)
 		c.life.lost = append(c.life.lost, Ended{Job: j.view.ID, State: Lost, Time: now, Reason: reason})

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // The load test of the README: N registered jobs (default 2,000), each
@@ -29,7 +30,15 @@ import (
 //
 //	SHOCKWAVE_LOAD=1 go test ./coordinator -run TestLoad -v -timeout 10m
 //
-// (SHOCKWAVE_LOAD_JOBS, _GPUS, _ROUND and _SECONDS change the shape.)
+// (SHOCKWAVE_LOAD_JOBS, _GPUS, _ROUND, _SECONDS and _PROCS change the
+// shape). SHOCKWAVE_LOAD=10k is the scale preset of docs/scale.md: 10,000
+// jobs on 2,560 GPUs, the jobs spread over child processes of at most 2,500
+// jobs each:
+//
+//	SHOCKWAVE_LOAD=10k go test ./coordinator -run TestLoad -v -timeout 30m
+//
+// Every phase is bounded: registration by 2 minutes plus 20 ms a job, the
+// measurement by _SECONDS, the replay by 10 minutes.
 
 const hdrSent = "Shockwave-Sent"
 
@@ -44,8 +53,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	if os.Getenv("SHOCKWAVE_LOAD") == "" {
 		t.Skip("set SHOCKWAVE_LOAD=1 to run the load test")
 	}
-	jobs, gpus := envInt("SHOCKWAVE_LOAD_JOBS", 2000), envInt("SHOCKWAVE_LOAD_GPUS", 512)
+	jobs, gpus := loadShape()
 	round, window := envInt("SHOCKWAVE_LOAD_ROUND", 5), envInt("SHOCKWAVE_LOAD_SECONDS", 60)
+	procs := envInt("SHOCKWAVE_LOAD_PROCS", (jobs+loadJobsPerProc-1)/loadJobsPerProc)
 	emb, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -57,9 +67,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	defer nc.Close()
 	var mu sync.Mutex
-	var lat, ticks []time.Duration
+	var lat, ticks, all []time.Duration
 	measuring := false
-	cfg := ServiceConfig{Core: Config{GPUs: gpus, RoundSeconds: float64(round)}, Policy: "shockwave"}
+	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave"}
 	cfg.onApply = func(r record, o *outcome) {
 		if o.kind != kindEvents || o.accepted == 0 {
 			return
@@ -74,6 +84,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	cfg.onRound = func(r *Round, d time.Duration) {
 		mu.Lock()
 		phase := "warm-up"
+		if r.Active > 0 {
+			all = append(all, d)
+		}
 		if measuring {
 			ticks, phase = append(ticks, d), "measured"
 		}
@@ -90,16 +103,15 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	go func() { stopped <- svc.Run(ctx) }()
 	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
 
-	child := exec.Command(os.Args[0], "-test.run=^TestLoad_JobsChild$", "-test.timeout=0")
-	child.Env = append(os.Environ(), "SHOCKWAVE_LOAD_CHILD="+emb.ClientURL(), fmt.Sprintf("SHOCKWAVE_LOAD_JOBS=%d", jobs))
-	child.Stdout, child.Stderr = os.Stderr, os.Stderr
-	holdStdin(t, child)
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	children := startLoadChildren(t, emb.ClientURL(), jobs, procs)
+	defer func() {
+		for _, c := range children {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
-	eventually(t, 120*time.Second, "every job is registered", func() bool {
+	eventually(t, 120*time.Second+time.Duration(jobs)*20*time.Millisecond, "every job is registered", func() bool {
 		return len(status(t, nc, subj).Jobs) == jobs
 	})
 	time.Sleep(time.Duration(2*round) * time.Second) // warm up: admission, first solves
@@ -112,28 +124,33 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	mu.Lock()
 	measuring = false
 	cpu, wall := cpuTime(t)-before, time.Since(start)
-	l, tk := slices.Clone(lat), slices.Clone(ticks)
+	l, tk, al := slices.Clone(lat), slices.Clone(ticks), slices.Clone(all)
 	mu.Unlock()
 	slices.Sort(l)
 	slices.Sort(tk)
+	slices.Sort(al)
 	if len(l) == 0 || len(tk) == 0 {
 		t.Fatalf("no measurements: %d events, %d rounds", len(l), len(tk))
 	}
-	t.Logf("%d jobs, %d GPUs, %ds rounds, %v window: %d batches applied (%.0f/s)", jobs, gpus, round, wall.Round(time.Second), len(l), float64(len(l))/wall.Seconds())
+	t.Logf("%d jobs (%d child processes), %d GPUs, %ds rounds, %v window: %d batches applied (%.0f/s of %d/s sent)", jobs, len(children), gpus, round, wall.Round(time.Second), len(l), float64(len(l))/wall.Seconds(), jobs)
 	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
+	rss, peak := memory(t)
+	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
 	t.Logf("event to state: p50 %v, p99 %v, max %v", pct(l, 50), pct(l, 99), l[len(l)-1])
-	t.Logf("round tick to last lease: p50 %v, max %v over %d rounds", pct(tk, 50), tk[len(tk)-1], len(tk))
-	_ = child.Process.Kill()
+	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
+	t.Logf("round tick to last lease (every round with active jobs, the first included): p50 %v, p99 %v, max %v over %d rounds", pct(al, 50), pct(al, 99), al[len(al)-1], len(al))
+	for _, c := range children {
+		_ = c.Process.Kill()
+	}
 	cancel()
 	<-stopped
-	replayLog(t, nc, svc.Health().LogSeq)
+	replayLog(t, nc, gpus, svc.Health().LogSeq)
 }
 
 // replayLog measures how long a restarted coordinator takes to replay the
 // log the load left.
-func replayLog(t *testing.T, nc *nats.Conn, records uint64) {
-	svc, err := NewService(nc, ServiceConfig{Core: Config{GPUs: envInt("SHOCKWAVE_LOAD_GPUS", 512),
-		RoundSeconds: float64(envInt("SHOCKWAVE_LOAD_ROUND", 5))}, Policy: "shockwave"})
+func replayLog(t *testing.T, nc *nats.Conn, gpus int, records uint64) {
+	svc, err := NewService(nc, ServiceConfig{Core: loadCore(gpus, envInt("SHOCKWAVE_LOAD_ROUND", 5)), Policy: "shockwave"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +163,69 @@ func replayLog(t *testing.T, nc *nats.Conn, records uint64) {
 	t.Logf("restart: replayed %d log records in %v (%.0f records/s)", records, took.Round(time.Millisecond), float64(records)/took.Seconds())
 }
 
-func pct(s []time.Duration, p int) time.Duration { return s[(len(s)-1)*p/100] }
+// pct is the nearest-rank percentile p of sorted s.
+func pct(s []time.Duration, p int) time.Duration { return s[(len(s)*p+99)/100-1] }
+
+// loadCore is the coordinator's configuration: the flat pool up to 1,024
+// GPUs (a node's limit), nodes of 8 GPUs beyond.
+func loadCore(gpus, round int) Config {
+	c := Config{GPUs: gpus, RoundSeconds: float64(round)}
+	if gpus > 1024 && gpus%8 == 0 {
+		c.Cluster = topology.Uniform(gpus/8, 8)
+	}
+	return c
+}
+
+// loadJobsPerProc is the most jobs one child process of the load test runs.
+const loadJobsPerProc = 2500
+
+// loadShape is the test's jobs and GPUs: the SHOCKWAVE_LOAD=10k preset or
+// 2,000 on 512, either changed by SHOCKWAVE_LOAD_JOBS and _GPUS.
+func loadShape() (jobs, gpus int) {
+	jobs, gpus = 2000, 512
+	if os.Getenv("SHOCKWAVE_LOAD") == "10k" {
+		jobs, gpus = 10000, 2560
+	}
+	return envInt("SHOCKWAVE_LOAD_JOBS", jobs), envInt("SHOCKWAVE_LOAD_GPUS", gpus)
+}
+
+// startLoadChildren starts procs child processes that run jobs jobs
+// between them, each its contiguous share of the ids.
+func startLoadChildren(t *testing.T, url string, jobs, procs int) []*exec.Cmd {
+	procs = max(1, min(procs, jobs))
+	var out []*exec.Cmd
+	for p := range procs {
+		lo, hi := p*jobs/procs, (p+1)*jobs/procs
+		c := exec.Command(os.Args[0], "-test.run=^TestLoad_JobsChild$", "-test.timeout=0")
+		c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_CHILD="+url,
+			fmt.Sprintf("SHOCKWAVE_LOAD_JOBS=%d", jobs), fmt.Sprintf("SHOCKWAVE_LOAD_RANGE=%d-%d", lo, hi))
+		c.Stdout, c.Stderr = os.Stderr, os.Stderr
+		holdStdin(t, c)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// memory is this process's resident set now and at its peak, in bytes.
+func memory(t *testing.T) (rss, peak int64) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	peak = ru.Maxrss << 10
+	raw, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return peak, peak // no procfs: report the peak for both
+	}
+	var size, pages int64
+	if _, err := fmt.Sscan(string(raw), &size, &pages); err != nil {
+		t.Fatal(err)
+	}
+	return pages * int64(os.Getpagesize()), peak
+}
 
 // cpuTime is the user+system CPU time of this process.
 func cpuTime(t *testing.T) time.Duration {
@@ -165,9 +244,15 @@ func TestLoad_JobsChild(t *testing.T) {
 	}
 	exitWithParent()
 	n := envInt("SHOCKWAVE_LOAD_JOBS", 2000)
+	lo, hi := 0, n
+	if r := os.Getenv("SHOCKWAVE_LOAD_RANGE"); r != "" {
+		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil || lo < 0 || hi > n || lo >= hi {
+			t.Fatalf("SHOCKWAVE_LOAD_RANGE=%q: want LO-HI within 0-%d", r, n)
+		}
+	}
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := lo; i < hi; i++ {
 		id := fmt.Sprintf("job-%04d", i)
 		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 		if err != nil {

@@ -30,6 +30,7 @@ type Metrics struct {
 	logSeq         prometheus.Gauge
 	replaySeconds  prometheus.Gauge
 	snapshotErrors prometheus.Counter
+	snapshotMetrics
 
 	labeled map[string]bool // jobs with per-job series
 }
@@ -62,6 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors)
+	m.snapshotMetrics = newSnapshotMetrics(reg)
 	return m
 }
 
@@ -117,10 +119,12 @@ func (m *Metrics) observeLease(l *protocol.Lease) {
 }
 
 // Handler serves /metrics from gatherer (the registry the metrics were
-// registered with) and /healthz from the service: 200 once it has replayed
-// its log and while it is connected to NATS, 503 otherwise.
+// registered with), /healthz from the service (200 once it has replayed
+// its log and while it is connected to NATS, 503 otherwise), and the web
+// view at / with the state it polls at /api/state (web.go).
 func Handler(gatherer prometheus.Gatherer, s *Service) http.Handler {
 	mux := http.NewServeMux()
+	mountWeb(mux, s)
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		h := s.Health()

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // Durability (see doc.go, "Durability"): every input of Core is a message of
@@ -26,8 +29,10 @@ import (
 // <prefix>.log.*. The service applies the stream in order, with each
 // message's storage timestamp as Core's clock, so a restarted coordinator
 // replays the stream into a fresh Core and reaches exactly the state the old
-// one had. A KV bucket holds a snapshot of the job table and the last plan,
-// written after every round, for operators and to verify the replay.
+// one had. A KV bucket holds a summary of the job table and the last plan,
+// written after every round, for operators, as the log's high-water mark
+// and to verify the replay; the state snapshots that bound the replay and
+// the compaction of the log are in snapshot.go and recovery.go.
 
 // Log record subjects below the prefix.
 const (
@@ -62,12 +67,23 @@ type configRecord struct {
 	JobTimeout   float64         `json:"job_timeout_seconds"`
 	Policy       string          `json:"policy"`
 	PolicyConfig json.RawMessage `json:"policy_config,omitempty"`
+	// Cluster is the static node list when it is not the flat pool of GPUs
+	// (absent in logs of a flat pool); Dynamic marks membership by agents.
+	Cluster *topology.Cluster `json:"cluster,omitempty"`
+	Dynamic bool              `json:"dynamic,omitempty"`
+	// Reallocate is policy.Options.ReallocateOnChange (Gavel-round
+	// baselines only; absent, i.e. false, in logs from before it existed).
+	Reallocate bool `json:"reallocate_on_change,omitempty"`
 }
 
 func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord, error) {
 	rec := configRecord{V: protocol.Version, GPUs: cfg.GPUs, RoundSeconds: cfg.RoundSeconds,
 		MaxFailed: cfg.MaxFailedLeases, RuntimeLimit: cfg.RuntimeLimitFactor,
-		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol}
+		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol, Dynamic: cfg.Dynamic,
+		Reallocate: opts.ReallocateOnChange}
+	if cl := cfg.Cluster; len(cl.Nodes) > 0 && !reflect.DeepEqual(cl, topology.Flat(cfg.GPUs)) {
+		rec.Cluster = &topology.Cluster{Nodes: slices.Clone(cl.Nodes)}
+	}
 	if opts.Config != nil {
 		raw, err := json.Marshal(opts.Config)
 		if err != nil {
@@ -84,7 +100,7 @@ func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord,
 
 // core builds the Core and the policy the record describes.
 func (r *configRecord) core() (*Core, error) {
-	opts := policy.Options{}
+	opts := policy.Options{ReallocateOnChange: r.Reallocate}
 	if len(r.PolicyConfig) > 0 {
 		opts.Config = r.PolicyConfig
 	}
@@ -92,9 +108,27 @@ func (r *configRecord) core() (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewCore(Config{GPUs: r.GPUs, RoundSeconds: r.RoundSeconds, MaxFailedLeases: r.MaxFailed,
+	cfg := Config{GPUs: r.GPUs, RoundSeconds: r.RoundSeconds, MaxFailedLeases: r.MaxFailed,
 		RuntimeLimitFactor: r.RuntimeLimit, LeaseGraceSeconds: r.LeaseGrace,
-		JobTimeoutSeconds: r.JobTimeout, ExpireLeases: true}, p)
+		JobTimeoutSeconds: r.JobTimeout, ExpireLeases: true, Dynamic: r.Dynamic}
+	if r.Cluster != nil {
+		cfg.Cluster = *r.Cluster
+	}
+	return NewCore(cfg, p)
+}
+
+// clusterString names the recorded cluster: its short form, "flat" for the
+// flat pool, "dynamic" with agents.
+func (r *configRecord) clusterString() string {
+	switch {
+	case r.Cluster != nil && r.Dynamic:
+		return "dynamic from " + r.Cluster.String()
+	case r.Cluster != nil:
+		return r.Cluster.String()
+	case r.Dynamic:
+		return "dynamic"
+	}
+	return "flat"
 }
 
 func decodeConfigRecord(data []byte) (*configRecord, error) {
@@ -204,8 +238,13 @@ func openStorage(ctx context.Context, js jetstream.JetStream, subj protocol.Subj
 		Replicas:    cfg.Replicas,
 		MaxMsgSize:  int32(cfg.MaxMessageBytes + 4096), // room for headers; the decoders enforce the limit
 		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  2 * time.Minute,
+		// The log is compacted behind snapshots (recovery.go), never by
+		// age: a limit by age or size that discarded old records could
+		// drop records no snapshot covers yet. LogMaxBytes, when set,
+		// refuses new records instead (DiscardNew).
+		MaxBytes:   cfg.LogMaxBytes,
+		Discard:    jetstream.DiscardNew,
+		Duplicates: 2 * time.Minute,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: log stream %s: %w", name, err)

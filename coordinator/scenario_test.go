@@ -13,6 +13,7 @@ import (
 	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenario files")
@@ -21,7 +22,11 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of scenar
 // and the expected output; blocks are separated by blank lines. Commands:
 //
 //	config gpus=N [policy=NAME] [round=S] [failures=N] [live=1 timeout=S expire=1 grace=S]
-//	register job=ID workers=N bs=N steps=N [thr=F] [iso=S] [t=S]
+//	config nodes=NxK|dynamic=1 [...]    (leases then also print their devices)
+//	register job=ID workers=N bs=N steps=N [thr=F] [iso=S] [t=S] [node=NAME [visible=0,1]]
+//	node join name=NAME gpus=N [type=T]
+//	node leave name=NAME
+//	nodes
 //	progress job=ID seq=N steps=N elapsed=S done=N total=N bs=N [epoch=N] [thr=F] [t=S]
 //	batch job=ID seq=N bs=N done=N total=N [thr=F] [t=S]
 //	done job=ID seq=N [t=S]
@@ -111,10 +116,11 @@ func runScenario(t *testing.T, path string) {
 }
 
 type harness struct {
-	t    *testing.T
-	core *coordinator.Core
-	now  float64
-	live bool
+	t       *testing.T
+	core    *coordinator.Core
+	now     float64
+	live    bool
+	devices bool // print the devices of RUN leases
 }
 
 func args(fields []string) map[string]string {
@@ -160,11 +166,27 @@ func (h *harness) exec(line string, out *strings.Builder) {
 		cfg := coordinator.Config{GPUs: int(h.num(a, "gpus")), RoundSeconds: h.num(a, "round"), MaxFailedLeases: int(h.num(a, "failures")),
 			JobTimeoutSeconds: h.num(a, "timeout"), ExpireLeases: a["expire"] == "1", LeaseGraceSeconds: h.num(a, "grace")}
 		h.live = a["live"] == "1"
+		cfg.Dynamic = a["dynamic"] == "1"
+		if a["nodes"] != "" {
+			if cfg.Cluster, err = topology.ParseNodes(a["nodes"]); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+		h.devices = cfg.Dynamic || a["nodes"] != ""
 		h.core, err = coordinator.NewCore(cfg, p)
 	case "register":
 		r := protocol.Register{V: protocol.Version, Job: a["job"], Model: "ResNet-18", Workers: int(h.num(a, "workers")),
 			BatchSize: int(h.num(a, "bs")), DatasetSize: 50000, TotalSteps: int64(h.num(a, "steps")),
-			Throughput: h.num(a, "thr"), IsolatedSeconds: h.num(a, "iso")}
+			Throughput: h.num(a, "thr"), IsolatedSeconds: h.num(a, "iso"), Node: a["node"]}
+		if v := a["visible"]; v != "" {
+			for _, x := range strings.Split(v, ",") {
+				d, perr := strconv.Atoi(x)
+				if perr != nil {
+					h.t.Fatalf("visible=%q: %v", v, perr)
+				}
+				r.Visible = append(r.Visible, d)
+			}
+		}
 		if !h.live {
 			err = h.core.Register(h.now, &r)
 			break
@@ -187,16 +209,31 @@ func (h *harness) exec(line string, out *strings.Builder) {
 	case "tick":
 		var r *coordinator.Round
 		if r, err = h.core.Tick(h.now); err == nil {
-			printRound(out, r)
+			printRound(out, r, h.devices)
 		}
+	case "node":
+		switch fields[1] {
+		case "join":
+			err = h.core.JoinNode(topology.Node{Name: a["name"], GPUs: int(h.num(a, "gpus")), Type: a["type"]})
+		case "leave":
+			err = h.core.LeaveNode(a["name"])
+		default:
+			h.t.Fatalf("unknown command %q", line)
+		}
+	case "nodes":
+		fmt.Fprintf(out, "nodes %s (%d GPUs)\n", topology.Cluster{Nodes: h.core.Nodes()}, h.core.GPUs())
 	case "job":
 		st, ok := h.core.Job(a["job"])
 		if !ok {
 			fmt.Fprintf(out, "no job %s\n", a["job"])
 			break
 		}
-		fmt.Fprintf(out, "job %s: %s, %d/%d steps, epoch %d, bs %d, run time %gs, last seq %d, admitted at %gs, last ran in round %d, gpus %v\n",
+		fmt.Fprintf(out, "job %s: %s, %d/%d steps, epoch %d, bs %d, run time %gs, last seq %d, admitted at %gs, last ran in round %d, gpus %v",
 			st.Job, st.State, st.StepsDone, st.TotalSteps, st.Epoch, st.BatchSize, st.RunTime, st.LastSeq, st.AdmitTime, st.LastRun, st.GPUs)
+		if h.devices {
+			fmt.Fprintf(out, ", devices %s", devicesString(st.Devices))
+		}
+		fmt.Fprintln(out)
 	default:
 		h.t.Fatalf("unknown command %q", line)
 	}
@@ -204,20 +241,23 @@ func (h *harness) exec(line string, out *strings.Builder) {
 		fmt.Fprintf(out, "error: %v\n", err)
 	}
 	if lease != nil {
-		printLease(out, lease)
+		printLease(out, lease, h.devices)
 	}
 }
 
-func printRound(out *strings.Builder, r *coordinator.Round) {
+func printRound(out *strings.Builder, r *coordinator.Round, devices bool) {
 	fmt.Fprintf(out, "round %d at %gs: %d active, run %v\n", r.Index, r.Start, r.Active, r.Plan.Run)
 	for i := range r.Leases {
-		printLease(out, &r.Leases[i])
+		printLease(out, &r.Leases[i], devices)
 	}
 	for _, e := range r.Ended {
 		fmt.Fprintf(out, "  ended %s: %s (%s)\n", e.Job, e.State, e.Reason)
 	}
 	for _, e := range r.Lost {
 		fmt.Fprintf(out, "  lost %s (%s)\n", e.Job, e.Reason)
+	}
+	if devices && strings.Contains(r.Plan.Note, "repair") {
+		fmt.Fprintf(out, "  note: %s\n", r.Plan.Note)
 	}
 	for _, e := range r.Plan.Explain {
 		if !e.Run {
@@ -226,10 +266,13 @@ func printRound(out *strings.Builder, r *coordinator.Round) {
 	}
 }
 
-func printLease(out *strings.Builder, l *protocol.Lease) {
+func printLease(out *strings.Builder, l *protocol.Lease, devices bool) {
 	fmt.Fprintf(out, "  %s %s", l.Action, l.Job)
 	if l.Action == protocol.Run {
 		fmt.Fprintf(out, " gpus=%v", l.Workers)
+		if devices {
+			fmt.Fprintf(out, " devices=%s", devicesString(l.Devices))
+		}
 		if l.Extension {
 			fmt.Fprint(out, " extension")
 		}
@@ -239,4 +282,12 @@ func printLease(out *strings.Builder, l *protocol.Lease) {
 		fmt.Fprintf(out, " (%s)", l.Reason)
 	}
 	fmt.Fprintln(out)
+}
+
+func devicesString(ds []protocol.NodeDevices) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%s:%v", d.Node, d.Devices)
+	}
+	return "{" + strings.Join(parts, " ") + "}"
 }

@@ -31,7 +31,8 @@ const (
 	// by the coordinator's JOBS account key, in a standard .creds file)
 	// whose permissions cover only that job's subjects: publish on the
 	// register subject and its own events subject, subscribe to its own
-	// lease subject and its own inbox. Jobs live in the JOBS account, which
+	// lease subject and its own inbox, and both on its own ranks subject
+	// (where the processes of a multi-rank job agree on their stop step). Jobs live in the JOBS account, which
 	// imports the coordinator's subjects from the COORD account; the server
 	// stamps every registration with the requester's identity, and the
 	// coordinator refuses a registration of another job's id.
@@ -180,8 +181,8 @@ func user(acct nkeys.KeyPair, name string, perms *jwt.Permissions, ttl time.Dura
 // JobPermissions are the permissions of job's credentials.
 func JobPermissions(s protocol.Subjects, job string) *jwt.Permissions {
 	p := &jwt.Permissions{}
-	p.Pub.Allow.Add(s.Register(), s.Events(job))
-	p.Sub.Allow.Add(s.Lease(job), s.Inbox(job)+".>")
+	p.Pub.Allow.Add(s.Register(), s.Events(job), s.Ranks(job))
+	p.Sub.Allow.Add(s.Lease(job), s.Ranks(job), s.Inbox(job)+".>")
 	return p
 }
 
@@ -199,10 +200,10 @@ func (a *Authority) IssueJob(s protocol.Subjects, job string, ttl time.Duration)
 }
 
 // IssueAdmin returns a .creds file for an operator: a COORD-account user
-// that may request the status subject and nothing else.
+// that may request the status, submit and cancel subjects and nothing else.
 func (a *Authority) IssueAdmin(s protocol.Subjects, name string, ttl time.Duration) ([]byte, error) {
 	p := &jwt.Permissions{}
-	p.Pub.Allow.Add(s.Status())
+	p.Pub.Allow.Add(s.Status(), s.Submit(), s.Cancel()) // submit, cancel: agents.go
 	p.Sub.Allow.Add("_INBOX.>")
 	tok, seed, err := user(a.coord, name, p, ttl)
 	if err != nil {

@@ -21,7 +21,8 @@ const DefaultJobTimeoutRounds = 3
 
 // ServiceConfig sets up a Service. Zero values mean the documented defaults.
 type ServiceConfig struct {
-	// Core configures the state machine. GPUs is required. The service
+	// Core configures the state machine. GPUs or Cluster is required
+	// (Config.Dynamic: neither, nodes join). The service
 	// always sets ExpireLeases; JobTimeoutSeconds defaults to
 	// DefaultJobTimeoutRounds rounds and LeaseGraceSeconds to a quarter
 	// round, so that a lease outlives the small delay of its renewal.
@@ -39,10 +40,27 @@ type ServiceConfig struct {
 	// (default file storage, 1 replica).
 	Storage  jetstream.StorageType
 	Replicas int
+	// SnapshotRounds is how often the state is snapshotted and the log
+	// compacted, in rounds (default DefaultSnapshotRounds; recovery.go).
+	SnapshotRounds int
+	// Recover starts from the newest good snapshot when the log or the
+	// snapshots are damaged, discarding what was lost and saying so,
+	// instead of refusing to serve (the --recover-from-snapshot flag).
+	Recover bool
+	// LogMaxBytes, when positive, bounds the log stream: past it new
+	// records are refused (never old ones dropped); 0 means no limit.
+	LogMaxBytes int64
 	// Logger receives structured logs (nil: none).
 	Logger *zerolog.Logger
 	// Metrics receives the metrics (nil: a private registry).
 	Metrics *Metrics
+
+	// AgentTimeout is how long a node agent may send no heartbeat before
+	// its node leaves the cluster (default DefaultAgentTimeout).
+	AgentTimeout time.Duration
+	// Authority issues the job credentials agents fetch (creds mode; nil:
+	// agents get none).
+	Authority *Authority
 
 	// onApply, when set, sees every folded record, and onRound the time
 	// from each live round's timer to its last lease flushed (tests,
@@ -64,6 +82,15 @@ func (c *ServiceConfig) validate() error {
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
+	if c.AgentTimeout == 0 {
+		c.AgentTimeout = DefaultAgentTimeout
+	}
+	if c.SnapshotRounds == 0 {
+		c.SnapshotRounds = DefaultSnapshotRounds
+	}
+	if c.SnapshotRounds < 0 || c.LogMaxBytes < 0 {
+		return fmt.Errorf("coordinator: snapshot interval %d rounds or log limit %d bytes is negative", c.SnapshotRounds, c.LogMaxBytes)
+	}
 	if err := c.Core.Validate(); err != nil {
 		return err
 	}
@@ -79,6 +106,9 @@ func (c *ServiceConfig) validate() error {
 		return err
 	}
 	c.Policy = name
+	if !policy.UsesGavelRound(name) {
+		c.PolicyOptions.ReallocateOnChange = false // recorded only where it means something
+	}
 	if c.Logger == nil {
 		nop := zerolog.Nop()
 		c.Logger = &nop
@@ -107,7 +137,10 @@ type Service struct {
 	in      chan record
 	statusq chan statusRequest
 	snapq   chan *Snapshot
-	ticked  chan error // result of publishing a tick record
+	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
+	ticked  chan error      // result of publishing a tick record
+	agentq  chan agentRequest
+	agents  agentState // node liveness, owned by the loop (agents.go)
 
 	// Owned by the loop.
 	live       bool
@@ -118,6 +151,16 @@ type Service struct {
 	tickFired  time.Time // when the timer fired for it
 	tickWanted time.Time // when the next tick is due
 	deadline   time.Time // what the timer is set to
+	web        webLog    // recent rounds for the web view
+	start      *startState
+	fatal      error // an integrity failure found while replaying: Run returns it
+	store      *storage
+	snaps      *snapshotStore
+	runCtx     context.Context
+
+	refused  atomic.Pointer[string] // why the service refused to serve
+	recovery string                 // what a recovery lost (loop-owned)
+	recMsg   atomic.Pointer[string]
 
 	ready  atomic.Bool
 	seq    atomic.Uint64
@@ -127,6 +170,7 @@ type Service struct {
 type statusRequest struct {
 	msg *nats.Msg
 	req *protocol.StatusRequest
+	web chan<- WebState // set for the web view instead of msg
 }
 
 // NewService returns a service that will talk over nc. Run starts it.
@@ -149,7 +193,10 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		in:        make(chan record, 4096),
 		statusq:   make(chan statusRequest, 64),
 		snapq:     make(chan *Snapshot, 1),
+		stateq:    make(chan stateWrite, 1),
 		ticked:    make(chan error, 1),
+		agentq:    make(chan agentRequest, 256),
+		agents:    agentState{seen: map[string]time.Time{}, leaving: map[string]bool{}},
 		tickRound: -1,
 	}, nil
 }
@@ -167,18 +214,32 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkConfig(ctx, st); err != nil {
+	snaps, err := openSnapshotStore(ctx, s.js, s.subj.Prefix, &s.cfg)
+	if err != nil {
 		return err
 	}
-	if s.expect, err = st.snapshot(ctx); err != nil {
-		s.log.Warn().Err(err).Msg("cannot read the stored snapshot; replaying without verification")
+	s.store, s.snaps, s.runCtx = st, snaps, ctx
+	s.started = time.Now()
+	ss, err := s.planStart(ctx, st, snaps)
+	if err != nil {
+		msg := err.Error()
+		s.refused.Store(&msg)
+		return err
+	}
+	s.seq.Store(s.fold.seq)
+	if err := s.checkConfig(ctx, st); err != nil {
+		return err
 	}
 	if s.catchUp, err = st.lastSeq(ctx); err != nil {
 		return err
 	}
-	s.started = time.Now()
-	s.log.Info().Str("stream", st.name).Uint64("records", s.catchUp).Msg("replaying the log")
-	cons, err := s.js.OrderedConsumer(ctx, st.name, jetstream.OrderedConsumerConfig{})
+	s.log.Info().Str("stream", st.name).Uint64("snapshot_seq", ss.restored).Uint64("from", ss.from).
+		Uint64("to", s.catchUp).Msg("restored the newest snapshot; replaying the log after it")
+	if s.catchUp < ss.from {
+		s.goLive()
+	}
+	cons, err := s.js.OrderedConsumer(ctx, st.name, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: ss.from})
 	if err != nil {
 		return fmt.Errorf("coordinator: log consumer: %w", err)
 	}
@@ -196,7 +257,12 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.writeSnapshots(ctx, st) })
+	wg.Go(func() { s.writeStates(ctx, st, snaps) })
 	err = s.loop(ctx)
+	if err != nil {
+		msg := err.Error()
+		s.refused.Store(&msg)
+	}
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
@@ -216,11 +282,15 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: reading the log's configuration: %w", err)
 	}
+	if logged == nil && s.fold.cfg != nil {
+		logged = s.fold.cfg // the log was compacted: the snapshot carries its configuration
+	}
 	if logged != nil {
 		if !sameConfig(logged, &mine) {
-			return fmt.Errorf("coordinator: the log %s was written with --gpus %d --round %gs --policy %s (job timeout %gs, lease grace %gs); "+
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, re-allocate on change %v, policy config %s); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
-				st.name, logged.GPUs, logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace)
+				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace,
+				logged.Reallocate, orNone(logged.PolicyConfig))
 		}
 		return nil
 	}
@@ -255,7 +325,13 @@ func (s *Service) subscribe() ([]*nats.Subscription, error) {
 	for _, sub := range []*nats.Subscription{reg, st} {
 		_ = sub.SetPendingLimits(64<<10, 64<<20)
 	}
-	return []*nats.Subscription{reg, st}, nil
+	agents, err := s.subscribeAgents()
+	if err != nil {
+		_ = reg.Unsubscribe()
+		_ = st.Unsubscribe()
+		return nil, err
+	}
+	return append([]*nats.Subscription{reg, st}, agents...), nil
 }
 
 // loop is the one goroutine that owns the Core.
@@ -263,6 +339,8 @@ func (s *Service) loop(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	agentTick := time.NewTicker(max(s.cfg.AgentTimeout/4, 50*time.Millisecond))
+	defer agentTick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,8 +348,16 @@ func (s *Service) loop(ctx context.Context) error {
 			return nil
 		case r := <-s.in:
 			s.handle(r)
+			if s.fatal != nil {
+				s.log.Error().Err(s.fatal).Msg("refusing to serve")
+				return s.fatal
+			}
 		case req := <-s.statusq:
 			s.answerStatus(req)
+		case req := <-s.agentq:
+			s.answerAgent(req)
+		case <-agentTick.C:
+			s.checkAgents(ctx)
 		case err := <-s.ticked:
 			if err != nil {
 				s.log.Warn().Err(err).Int("round", s.tickRound).Msg("cannot log the round tick; retrying")
@@ -340,8 +426,9 @@ func (s *Service) handle(r record) {
 		s.cfg.onApply(r, &o)
 	}
 	if !s.live {
+		s.checkRecord(r)
 		s.verify(r)
-		if r.Seq >= s.catchUp {
+		if s.fatal == nil && (r.Seq >= s.catchUp || r.Pending == 0) {
 			s.goLive()
 		}
 		return
@@ -358,6 +445,12 @@ func (s *Service) handle(r record) {
 		s.publishLeases(o.exits)
 	case kindTick:
 		s.startRound(r, &o)
+		s.publishDesired()
+		if o.round != nil {
+			s.checkpoint(false)
+		}
+	case kindSubmit, kindCancel, kindNode, kindReport:
+		s.afterRunnerRecord(&o)
 	default:
 		if o.err != nil {
 			s.log.Warn().Err(o.err).Str("subject", r.Subject).Uint64("seq", r.Seq).Msg("log record ignored")
@@ -368,9 +461,14 @@ func (s *Service) handle(r record) {
 // goLive ends the replay: the state is now what the old coordinator had.
 func (s *Service) goLive() {
 	s.live = true
+	s.finishRecovery(s.runCtx, s.store, s.snaps)
+	if s.recovery != "" {
+		msg := s.recovery
+		s.recMsg.Store(&msg)
+	}
 	took := time.Since(s.started)
 	s.m.replaySeconds.Set(took.Seconds())
-	s.log.Info().Uint64("records", s.catchUp).Dur("took", took).Int("next_round", s.nextRound()).Msg("log replayed; serving")
+	s.log.Info().Uint64("records", s.catchUp).Float64("took_s", took.Seconds()).Int("next_round", s.nextRound()).Msg("log replayed; serving")
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
 	if last := s.fold.last; last != nil {
@@ -385,6 +483,7 @@ func (s *Service) goLive() {
 			s.publishLeases(last.Leases) // jobs may have missed them when the old coordinator died
 		}
 	}
+	s.publishDesired()
 	s.ready.Store(true)
 }
 
@@ -394,14 +493,7 @@ func (s *Service) verify(r record) {
 	if s.expect == nil || r.Seq != s.expect.Seq || s.fold.core == nil {
 		return
 	}
-	got, _, _ := digest(s.fold.core)
-	if got != s.expect.Digest {
-		s.m.snapshotErrors.Inc()
-		s.log.Error().Uint64("seq", r.Seq).Str("snapshot", s.expect.Digest).Str("replayed", got).
-			Msg("the replayed state differs from the stored snapshot")
-		return
-	}
-	s.log.Info().Uint64("seq", r.Seq).Int("round", s.expect.Round).Msg("replay matches the stored snapshot")
+	s.verifyDigest(r.Seq)
 }
 
 // Health is the service's readiness, as /healthz reports it.
@@ -411,12 +503,22 @@ type Health struct {
 	Connected bool   `json:"connected"`
 	LogSeq    uint64 `json:"log_seq"`
 	Rounds    int64  `json:"rounds"`
+	// Error says why the service refused to serve (a damaged log).
+	Error string `json:"error,omitempty"`
+	// Recovery says what a --recover-from-snapshot start lost.
+	Recovery string `json:"recovery,omitempty"`
 }
 
 // Health reports whether the service replayed its log and is connected.
 func (s *Service) Health() Health {
 	h := Health{Replaying: !s.ready.Load(), Connected: s.nc.IsConnected(), LogSeq: s.seq.Load(), Rounds: s.rounds.Load()}
 	h.OK = !h.Replaying && h.Connected
+	if p := s.refused.Load(); p != nil {
+		h.Error, h.OK = *p, false
+	}
+	if p := s.recMsg.Load(); p != nil {
+		h.Recovery = *p
+	}
 	return h
 }
 

@@ -45,10 +45,29 @@ func (c *Core) status(j *job) JobStatus {
 		Job: v.ID, State: string(j.state), Model: v.Model, Workers: v.Workers, BatchSize: v.BatchSize,
 		StepsDone: v.StepsDone, TotalSteps: v.TotalSteps, Epoch: v.Epoch, Throughput: v.Throughput,
 		RunTime: v.RunTime, SubmitTime: v.SubmitTime, AdmitTime: v.AdmitTime, LastRun: v.LastRun, Failures: j.failures,
-		LastSeq: j.lastSeq,
+		LastSeq: j.lastSeq, Node: j.node, Reason: j.reason,
 	}
 	if j.state == Active && j.leaseRound == c.round-1 && j.leaseRound >= 0 {
 		s.GPUs = slices.Clone(j.workers)
+		s.Devices = cloneGrant(j.devices)
 	}
 	return s
+}
+
+// NodeStatus lists the cluster's members with the devices that jobs hold
+// on each in the current round.
+func (c *Core) NodeStatus() []protocol.NodeInfo {
+	used := make(map[string]int, len(c.nodes))
+	for _, j := range c.active {
+		if j.leaseRound == c.round-1 && j.leaseRound >= 0 {
+			for _, nd := range j.devices {
+				used[nd.Node] += len(nd.Devices)
+			}
+		}
+	}
+	out := make([]protocol.NodeInfo, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = protocol.NodeInfo{Name: n.Name, GPUs: n.GPUs, Type: n.Type, Used: used[n.Name]}
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 
@@ -32,21 +31,38 @@ func (c *Core) Tick(now float64) (*Round, error) {
 	}
 	c.pending = c.pending[:0]
 
-	snap := &policy.Snapshot{Round: c.round, Now: now, GPUs: c.cfg.GPUs, RoundSeconds: c.cfg.RoundSeconds}
-	snap.Jobs = make([]*policy.Job, len(c.active))
-	for i, j := range c.active {
-		snap.Jobs[i] = &j.view
+	snap := &policy.Snapshot{Round: c.round, Now: now, GPUs: c.total, RoundSeconds: c.cfg.RoundSeconds, Nodes: c.nodeSizes()}
+	snap.Jobs = make([]*policy.Job, 0, len(c.active))
+	eligible := make([]*job, 0, len(c.active))
+	var waits []policy.Explanation
+	for _, j := range c.active {
+		if why := c.waitReason(j); why != "" {
+			waits = append(waits, policy.Explanation{Job: j.view.ID, Reason: why})
+			continue
+		}
+		snap.Jobs = append(snap.Jobs, &j.view)
+		eligible = append(eligible, j)
 	}
-	plan, err := c.pol.Allocate(snap)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator: round %d: %w", c.round, err)
+	plan := &policy.Plan{Round: c.round, Run: []string{}, Note: "no nodes in the cluster"}
+	if c.total > 0 {
+		var err error
+		if plan, err = c.pol.Allocate(snap); err != nil {
+			return nil, fmt.Errorf("coordinator: round %d: %w", c.round, err)
+		}
 	}
 	run, err := c.checkPlan(plan)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: round %d: policy %s: %w", c.round, c.pol.Name(), err)
 	}
+	pl := newPlacer(c.nodes)
+	run, plan = c.placeRun(pl, run, eligible, plan)
+	if len(waits) > 0 {
+		np := *plan
+		np.Explain = append(slices.Clone(plan.Explain), waits...)
+		plan = &np
+	}
 	r := &Round{Index: c.round, Start: now, Active: len(c.active), Plan: plan}
-	r.Leases = c.issue(run)
+	r.Leases = c.issue(pl, run)
 	r.Leases = append(r.Leases, lost...)
 	r.Leases = append(r.Leases, exits...)
 	r.Ended, c.ended = c.ended, nil
@@ -62,7 +78,7 @@ func (c *Core) Tick(now float64) (*Round, error) {
 func (c *Core) settle() []protocol.Lease {
 	var exits []protocol.Lease
 	for _, j := range slices.Clone(c.active) {
-		if j.leaseRound != c.round-1 || j.leaseRound < 0 || j.leaseSteps > 0 || j.leaseElapsed > 0 {
+		if j.leaseRound != c.round-1 || j.leaseRound < 0 || j.leaseSteps > 0 || j.leaseElapsed > 0 || j.void != "" {
 			continue
 		}
 		j.failures++
@@ -100,48 +116,23 @@ func (c *Core) checkPlan(p *policy.Plan) ([]*job, error) {
 		gpus += j.view.Workers
 		run = append(run, j)
 	}
-	if gpus > c.cfg.GPUs {
-		return nil, fmt.Errorf("plan needs %d GPUs, the cluster has %d", gpus, c.cfg.GPUs)
+	if gpus > c.total && !c.dynamic { // with dynamic membership placement drops the excess (repair.go)
+		return nil, fmt.Errorf("plan needs %d GPUs, the cluster has %d", gpus, c.total)
 	}
 	return run, nil
 }
 
-// issue places the scheduled gangs on GPU ids (spec §3.4: widest first; a
-// job keeps its previous GPUs when all are free; the rest take the lowest
-// free ids) and returns RUN leases, then SUSPEND leases for jobs that ran in
-// the previous round and do not now.
-func (c *Core) issue(run []*job) []protocol.Lease {
-	order := slices.Clone(run)
-	slices.SortStableFunc(order, func(a, b *job) int { return cmp.Compare(b.view.Workers, a.view.Workers) })
-	taken := make([]bool, c.cfg.GPUs)
-	placed := make(map[*job]bool, len(order))
-	for _, j := range order {
-		if j.leaseRound == c.round-1 && j.leaseRound >= 0 && allFree(taken, j.workers) {
-			for _, w := range j.workers {
-				taken[w] = true
-			}
-			placed[j] = true
-		}
-	}
-	for _, j := range order {
-		if placed[j] {
-			continue
-		}
-		ws := make([]int, 0, j.view.Workers)
-		for w := 0; len(ws) < j.view.Workers; w++ {
-			if !taken[w] {
-				taken[w] = true
-				ws = append(ws, w)
-			}
-		}
-		j.workers = ws
-	}
+// issue returns RUN leases for the placed jobs (an extension when the job
+// ran in the previous round on the same devices), then SUSPEND leases for
+// jobs that ran in the previous round and do not now.
+func (c *Core) issue(p *placer, run []*job) []protocol.Lease {
 	leases := make([]protocol.Lease, 0, len(run))
 	scheduled := make(map[*job]bool, len(run))
 	for _, j := range run {
 		l := c.lease(j, protocol.Run)
-		l.Workers = slices.Clone(j.workers)
-		l.Extension = j.leaseRound == c.round-1 && j.leaseRound >= 0
+		l.Workers = p.ids(j.next)
+		l.Devices = cloneGrant(j.next)
+		l.Extension = c.ranLast(j) && sameGrant(j.devices, j.next)
 		leases = append(leases, l)
 		scheduled[j] = true
 	}
@@ -149,25 +140,38 @@ func (c *Core) issue(run []*job) []protocol.Lease {
 		if !scheduled[j] && j.leaseRound == c.round-1 && j.leaseRound >= 0 {
 			l := c.lease(j, protocol.Suspend)
 			l.Reason = "preempted"
+			if j.void != "" {
+				l.Reason = j.void
+			}
 			leases = append(leases, l)
-			j.workers = nil
+			j.workers, j.devices = nil, nil
 		}
+		j.void = ""
 	}
-	for _, j := range run {
+	for i, j := range run {
+		j.workers, j.devices, j.next = slices.Clone(leases[i].Workers), j.next, nil
 		j.leaseRound, j.leaseSteps, j.leaseElapsed = c.round, 0, 0
 		j.view.LastRun = c.round
 	}
 	return leases
 }
 
-func allFree(taken []bool, ws []int) bool {
-	if len(ws) == 0 {
-		return false
+// nodeSizes lists the GPU counts of the current nodes, in topology order.
+func (c *Core) nodeSizes() []int {
+	out := make([]int, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.GPUs
 	}
-	for _, w := range ws {
-		if w >= len(taken) || taken[w] {
-			return false
-		}
+	return out
+}
+
+func cloneGrant(g []protocol.NodeDevices) []protocol.NodeDevices {
+	if len(g) == 0 {
+		return nil
 	}
-	return true
+	out := make([]protocol.NodeDevices, len(g))
+	for i, nd := range g {
+		out[i] = protocol.NodeDevices{Node: nd.Node, Devices: slices.Clone(nd.Devices)}
+	}
+	return out
 }

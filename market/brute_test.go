@@ -111,7 +111,8 @@ func TestSolve_MatchesBruteForceOnTinyInstances(t *testing.T) {
 	}
 }
 
-// TestSolve_GangCounterExample is DESIGN.md's example: G = 3, T = 2 and two
+// TestSolve_GangCounterExample is the counter-example to a bound that only
+// counts GPU-rounds: G = 3, T = 2 and two
 // 2-GPU jobs that want 2 and 1 rounds. Σ w·n = 6 = G·T, yet no round holds
 // both, so only 2 of the 3 job-rounds fit, and the bound must know it.
 func TestSolve_GangCounterExample(t *testing.T) {

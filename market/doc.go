@@ -22,7 +22,9 @@
 //	ρ̃_i = (Δ·R + R̂_i/s)/F_i,
 //
 // (π clamped at 1e200, where ρ̃^100 would overflow), and the result says
-// Relaxed. An infeasible FTF set is never an error.
+// Relaxed. An infeasible FTF set is never an error. With
+// Settings.Fairness = FairnessTightest the constraints are kept instead at
+// the tightest bound some allocation meets (fair.go, Result.RhoBound).
 //
 // # Reduction to round counts
 //
@@ -49,7 +51,7 @@
 // width. In one round the gangs of width ≥ w occupy a sum of such widths
 // ≤ G, hence the nested cuts Σ_{w_i ≥ w} w_i·n_i ≤ T·(largest such sum ≤
 // G), valid for any packing (2-GPU gangs on G = 3 get one per round, which
-// settles DESIGN.md's counter-example). Within a
+// settles the counter-example of TestSolve_GangCounterExample). Within a
 // class all job-rounds cost the same, so the best use of m job-rounds is the
 // m largest marginal gains (exact for concave g_i); across classes a
 // dynamic program over the GPU-rounds taken by the wider classes solves

@@ -49,6 +49,9 @@ type InstanceSettings struct {
 	LogBases []float64 `json:"log_approximation_bases"`
 	ExactLog bool      `json:"exact_log"`
 	Gap      float64   `json:"gap"`
+	// Fairness is "tightest" or "relax"; absent means relax (instances
+	// written before the rule existed).
+	Fairness string `json:"fairness,omitempty"`
 }
 
 // InstanceJob is one job of an Instance.
@@ -69,8 +72,9 @@ func NewInstance(p Problem, s *Settings) *Instance {
 	}
 	in := &Instance{
 		V: InstanceVersion, Round: p.Round, GPUs: p.GPUs, RoundSeconds: p.delta(), FutureRounds: p.rounds(),
-		Settings: InstanceSettings{K: s.K, Lambda: s.Lambda, RhoMax: s.RhoMax, LogBases: slices.Clone(s.Breakpoints), ExactLog: s.ExactLog, Gap: s.Gap},
-		Jobs:     make([]InstanceJob, len(p.Jobs)),
+		Settings: InstanceSettings{K: s.K, Lambda: s.Lambda, RhoMax: s.RhoMax, LogBases: slices.Clone(s.Breakpoints), ExactLog: s.ExactLog, Gap: s.Gap,
+			Fairness: s.Fairness.String()},
+		Jobs: make([]InstanceJob, len(p.Jobs)),
 	}
 	if in.Settings.LogBases == nil {
 		in.Settings.LogBases = slices.Clone(DefaultBreakpoints)
@@ -94,6 +98,13 @@ func (in *Instance) Problem() (Problem, *Settings, error) {
 	s.K, s.Lambda, s.RhoMax, s.ExactLog, s.Gap = in.Settings.K, in.Settings.Lambda, in.Settings.RhoMax, in.Settings.ExactLog, in.Settings.Gap
 	if in.Settings.LogBases != nil {
 		s.Breakpoints = slices.Clone(in.Settings.LogBases)
+	}
+	if in.Settings.Fairness != "" {
+		f, err := ParseFairness(in.Settings.Fairness)
+		if err != nil {
+			return p, s, err
+		}
+		s.Fairness = f
 	}
 	if err := p.Validate(); err != nil {
 		return p, s, err

@@ -23,10 +23,16 @@ type instance struct {
 	f     utility
 	rho   []float64 // ρ̃_i
 	prio  []float64 // π_i
+
+	// ftfRho is the bound of the FTF constraints (RhoMax, or the tightest
+	// feasible one); tight selects the finish-aware constraint of
+	// FairnessTightest (fair.go).
+	ftfRho float64
+	tight  bool
 }
 
 func newInstance(p *Problem, s *Settings) *instance {
-	in := &instance{G: p.GPUs, T: p.rounds(), R: p.Round, delta: p.delta(), set: s}
+	in := &instance{G: p.GPUs, T: p.rounds(), R: p.Round, delta: p.delta(), set: s, ftfRho: s.RhoMax}
 	in.perm = canonicalOrder(p.Jobs)
 	in.jobs = make([]Job, len(p.Jobs))
 	for c, i := range in.perm {
@@ -137,8 +143,21 @@ func remaining(j *Job, p float64) float64 { return max(0, j.Remaining-j.EpochSec
 // ftfOK reports whether remaining time r meets the FTF constraint (§4.5):
 // Δ·(R+T) + r/s ≤ ρmax·F.
 func (in *instance) ftfOK(j *Job, r float64) bool {
-	lhs := in.delta*float64(in.R+in.T) + r/in.share
-	rhs := in.set.RhoMax * j.FairFinish
+	return in.ftfAt(j, in.T, r)
+}
+
+// ftfAt is ftfOK for a job given n rounds. With the tightest bound
+// (fair.go), a job that finishes inside the window (r = 0) is judged by
+// the end of its n-th round, Δ·(R+n), not by the window's end: otherwise
+// every short job would look late whatever it gets. Callers scan n upward
+// and stop at the first n that passes, so n is the round it finishes in.
+func (in *instance) ftfAt(j *Job, n int, r float64) bool {
+	end := in.T
+	if in.tight && r <= 0 {
+		end = n
+	}
+	lhs := in.delta*float64(in.R+end) + r/in.share
+	rhs := in.ftfRho * j.FairFinish
 	return lhs <= rhs+ftfTol*max(1, math.Abs(rhs))
 }
 
@@ -172,7 +191,7 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool, mem *slab) jobModel {
 	if ftf {
 		m.ftfLo = -1
 		for n := 0; n <= m.hi; n++ {
-			if in.ftfOK(j, m.r[n]) {
+			if in.ftfAt(j, n, m.r[n]) {
 				m.ftfLo = n
 				break
 			}

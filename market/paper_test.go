@@ -8,7 +8,8 @@ import (
 	"github.com/shockwave-sched/shockwave/market"
 )
 
-// Each test checks one named claim of the spec (§4.5, §4.10) or DESIGN.md.
+// Each test checks one named claim of the spec (§4.5, §4.10) or of the
+// solver's design (doc.go).
 
 // §4.10: "The z binaries are redundant. The points (B_j, L_j) are concave:
 // the slopes 61.0, 3.47, 2.03, 1.44, 1.12 decrease ... So the LP over λ
@@ -55,7 +56,7 @@ func TestPaper_PWLConcaveSoZBinariesRedundant(t *testing.T) {
 	}
 }
 
-// DESIGN.md / §4.5: p_i should be as large as n_i allows. The objective
+// §4.5: p_i should be as large as n_i allows. The objective
 // and the FTF constraint are monotone in p_i, so p_i = min(Δ n_i/d_i, E_i − c_i).
 func TestPaper_ObjectiveMonotoneInProgress(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))

@@ -2,6 +2,7 @@ package market
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 )
 
@@ -16,14 +17,22 @@ type arrangement struct {
 	pos  []int // pos[c]: rank of job c, 0 = highest priority
 	on   []bool
 	free []int
-	// members[t] lists the jobs of round t, lowest priority first.
-	members [][]int
+	rank []int // rank[r]: the job of rank r
+	// set[t] holds bit r when the job of rank r runs in round t: move
+	// scans round early minus round late from the lowest priority up,
+	// 64 jobs a word.
+	set [][]uint64
+	// failed[early*T+late] records that move(c, early, late) failed for
+	// the job c being advanced, while no later move has touched either
+	// round: move reads only those two rounds' state, so it would fail
+	// again, and advance skips it.
+	failed []bool
 }
 
 // arrange returns, for each future round, the canonical jobs that run in it.
 func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 	N, T := len(n), in.T
-	a := &arrangement{T: T, G: in.G, w: make([]int, N), pos: make([]int, N), on: slices.Clone(on), free: make([]int, T)}
+	a := &arrangement{T: T, G: in.G, w: make([]int, N), pos: make([]int, N), on: slices.Clone(on), free: make([]int, T), failed: make([]bool, T*T)}
 	for c := range n {
 		a.w[c] = m.jobs[c].w
 	}
@@ -45,6 +54,7 @@ func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 	for r, c := range rank {
 		a.pos[c] = r
 	}
+	a.rank = rank
 	a.orderRounds(rank)
 	for _, c := range rank {
 		if n[c] > 0 {
@@ -96,13 +106,15 @@ func (a *arrangement) orderRounds(rank []int) {
 			a.on[c*T+t] = old[c*T+from]
 		}
 	}
-	a.members = make([][]int, T)
+	a.set = make([][]uint64, T)
+	words := (len(rank) + 63) / 64
 	for t := range a.free {
 		a.free[t] = a.G
-		for r := len(rank) - 1; r >= 0; r-- {
-			if c := rank[r]; a.on[c*T+t] {
+		a.set[t] = make([]uint64, words)
+		for r, c := range rank {
+			if a.on[c*T+t] {
 				a.free[t] -= a.w[c]
-				a.members[t] = append(a.members[t], c)
+				a.set[t][r>>6] |= 1 << (r & 63)
 			}
 		}
 	}
@@ -111,9 +123,12 @@ func (a *arrangement) orderRounds(rank []int) {
 // advance moves job c's rounds earlier while it can: into an earlier round
 // with room, or by swapping with a lower-ranked job of that round that fits
 // into c's later round. Lower-ranked jobs only ever move later, so a job's
-// rounds, once advanced, stay put.
+// rounds, once advanced, stay put. The scan restarts after every move; the
+// pairs of rounds whose move failed and that no move has touched since are
+// skipped, which changes nothing but the time (see arrangement.failed).
 func (a *arrangement) advance(c int) {
 	T := a.T
+	clear(a.failed)
 	for moved := true; moved; {
 		moved = false
 		for late := T - 1; late > 0 && !moved; late-- {
@@ -121,11 +136,26 @@ func (a *arrangement) advance(c int) {
 				continue
 			}
 			for early := 0; early < late && !moved; early++ {
-				if !a.on[c*T+early] {
-					moved = a.move(c, early, late)
+				if a.on[c*T+early] || a.failed[early*T+late] {
+					continue
+				}
+				if moved = a.move(c, early, late); moved {
+					a.touched(early)
+					a.touched(late)
+				} else {
+					a.failed[early*T+late] = true
 				}
 			}
 		}
+	}
+}
+
+// touched forgets the failed moves that involve round t.
+func (a *arrangement) touched(t int) {
+	T := a.T
+	for u := range T {
+		a.failed[t*T+u] = false
+		a.failed[u*T+t] = false
 	}
 }
 
@@ -133,20 +163,27 @@ func (a *arrangement) advance(c int) {
 // or by swapping with the lowest-ranked job of round early that is ranked
 // below c, is not in round late, and makes both rounds fit.
 func (a *arrangement) move(c, early, late int) bool {
-	T, w := a.T, a.w[c]
+	w := a.w[c]
 	if a.free[early] >= w {
 		a.shift(c, late, early)
 		return true
 	}
 	need, room := w-a.free[early], a.free[late]+w
-	for _, j := range a.members[early] {
-		if a.pos[j] <= a.pos[c] {
-			return false
+	e, l := a.set[early], a.set[late]
+	lo := a.pos[c] + 1 // the ranks below c's
+	for k := len(e) - 1; k >= lo>>6; k-- {
+		word := e[k] &^ l[k]
+		if k == lo>>6 {
+			word &= ^uint64(0) << (lo & 63)
 		}
-		if a.w[j] >= need && a.w[j] <= room && !a.on[j*T+late] {
-			a.shift(j, early, late)
-			a.shift(c, late, early)
-			return true
+		for word != 0 {
+			b := 63 - bits.LeadingZeros64(word)
+			if j := a.rank[k<<6|b]; a.w[j] >= need && a.w[j] <= room {
+				a.shift(j, early, late)
+				a.shift(c, late, early)
+				return true
+			}
+			word &^= 1 << b
 		}
 	}
 	return false
@@ -157,9 +194,7 @@ func (a *arrangement) shift(c, from, to int) {
 	a.on[c*a.T+to] = true
 	a.free[from] += a.w[c]
 	a.free[to] -= a.w[c]
-	byRank := func(x, y int) int { return a.pos[y] - a.pos[x] }
-	i, _ := slices.BinarySearchFunc(a.members[from], c, byRank)
-	a.members[from] = slices.Delete(a.members[from], i, i+1)
-	i, _ = slices.BinarySearchFunc(a.members[to], c, byRank)
-	a.members[to] = slices.Insert(a.members[to], i, c)
+	r := a.pos[c]
+	a.set[from][r>>6] &^= 1 << (r & 63)
+	a.set[to][r>>6] |= 1 << (r & 63)
 }

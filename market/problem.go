@@ -122,6 +122,12 @@ type Settings struct {
 	// ExactLog replaces the piecewise-linear log by ln(max(u, Origin)).
 	ExactLog bool
 
+	// Fairness is the rule for rounds whose FTF constraints at RhoMax are
+	// infeasible: FairnessRelax (the zero value, the original's) drops
+	// them for the priority-weighted relaxation; FairnessTightest keeps
+	// them at the tightest feasible bound (fair.go).
+	Fairness Fairness
+
 	// Gap is the relative optimality gap at which the search may stop
 	// (0: prove optimality). Status says whether it was met.
 	Gap float64
@@ -131,7 +137,8 @@ type Settings struct {
 }
 
 // DefaultSettings returns the spec's 32-GPU configuration (§4.9): k = 1e-3,
-// λ = 12, ρmax = 1, B = (0, .2, .4, .6, .8, 1) with 0 ↦ ln 1e-6, gap 1e-3.
+// λ = 12, ρmax = 1, B = (0, .2, .4, .6, .8, 1) with 0 ↦ ln 1e-6, gap 1e-3,
+// and the original's relaxation (FairnessRelax).
 func DefaultSettings() *Settings {
 	return &Settings{
 		K:           DefaultK,
@@ -157,6 +164,8 @@ func (s *Settings) Validate() error {
 		return invalidf("Gap = %v, want ≥ 0", s.Gap)
 	case s.MaxNodes < 0:
 		return invalidf("MaxNodes = %d, want ≥ 0", s.MaxNodes)
+	case s.Fairness != FairnessRelax && s.Fairness != FairnessTightest:
+		return invalidf("Fairness = %d, want FairnessRelax or FairnessTightest", s.Fairness)
 	case !finite(s.Origin) || s.Origin < 0 || s.Origin >= 1:
 		return invalidf("Origin = %v, want in (0, 1) or 0 for the default", s.Origin)
 	}

@@ -46,6 +46,10 @@ func (s Status) String() string {
 type Result struct {
 	Status  Status
 	Relaxed bool // the FTF set was infeasible and the relaxation was solved
+	// RhoBound is the bound ρ of the FTF constraints the allocation meets:
+	// Settings.RhoMax, or with FairnessTightest the tightest feasible one
+	// when RhoMax is infeasible (fair.go); 0 when Relaxed.
+	RhoBound float64
 
 	// Rounds[i] = n_i = Σ_t x[i,t], the rounds job i runs in the window.
 	Rounds []int

@@ -43,6 +43,15 @@ func Solve(p Problem, s *Settings) (*Result, error) {
 	sr.balanceTwins()
 	stats.add(sr.stats)
 	unproven := sr.unproven
+	if !feasible && s.Fairness == FairnessTightest {
+		var tm *model
+		var tsr *searcher
+		if tm, tsr, feasible = in.tightest(m, weights, &stats); feasible {
+			m, sr = tm, tsr
+			unproven = unproven || sr.unproven
+			return in.result(m, sr, false, unproven, stats), nil
+		}
+	}
 	if !feasible {
 		for c := range weights {
 			weights[c] = in.prio[c] * scale
@@ -85,6 +94,9 @@ func (in *instance) result(m *model, sr *searcher, relaxed, unproven bool, stats
 			r.Schedule[t][k] = in.perm[c]
 		}
 		slices.Sort(r.Schedule[t])
+	}
+	if !relaxed {
+		r.RhoBound = in.ftfRho
 	}
 	r.Objective = sr.inc.val
 	r.MaxRemaining = m.maxRemaining(n)

@@ -17,14 +17,22 @@ const DefaultMinResetSeconds = 1000
 // (priority x_i / f_i, where f_i is the fraction of worker time the job
 // received since the last reset), greedily, skipping gangs that do not fit.
 //
-// Re-allocation happens only when something changed (an arrival, a departure
-// or a failed lease) and at least MinResetSeconds have passed since the last
+// Re-allocation happens only when something changed (an arrival, a departure,
+// a failed lease or the cluster's GPU count) and at least MinResetSeconds have passed since the last
 // reset, or the last reset was at time 0. A job admitted after the last reset
 // has no allocation and does not run until the next reset; this is the
 // original's behaviour and is what the released baseline results measure.
+//
+// With ReallocateOnChange (a live coordinator's setting), a change also
+// re-allocates at once, before MinResetSeconds, when the round's dispatch
+// would leave GPUs idle while a job that fits them waits (typically a job
+// that registered after the last reset): on a live cluster the original
+// rule leaves such a job beside idle GPUs for up to 1,000 s. The setting is
+// configuration, not state: it adds nothing to what GavelRound keeps.
 type GavelRound struct {
-	alloc           Allocator
-	MinResetSeconds float64
+	alloc              Allocator
+	MinResetSeconds    float64
+	ReallocateOnChange bool
 
 	x          map[string]float64 // allocation of jobs that have one
 	jobTime    map[string]float64 // seconds run since the last reset, starting at Δ/2
@@ -32,6 +40,7 @@ type GavelRound struct {
 	workerTime float64
 	lastReset  float64
 	update     bool
+	gpus       int // GPUs of the previous Allocate: a change re-allocates
 }
 
 // NewGavelRound wraps an allocator into a round-based policy.
@@ -87,6 +96,9 @@ func (g *GavelRound) Allocate(s *Snapshot) (*Plan, error) {
 		}
 	}
 	plan := &Plan{Round: s.Round}
+	if s.GPUs != g.gpus {
+		g.update, g.gpus = true, s.GPUs // nodes joined or left
+	}
 	if g.update && (s.Now-g.lastReset >= g.MinResetSeconds || g.lastReset == 0) {
 		if err := g.reset(s, half); err != nil {
 			return nil, err
@@ -94,7 +106,35 @@ func (g *GavelRound) Allocate(s *Snapshot) (*Plan, error) {
 		plan.Solved = true
 	}
 	g.dispatch(s, plan)
+	if g.update && g.ReallocateOnChange && idleWhileWaiting(s, plan) {
+		if err := g.reset(s, half); err != nil {
+			return nil, err
+		}
+		plan = &Plan{Round: s.Round, Solved: true,
+			Note: "re-allocated on change: jobs or GPUs came or went and GPUs would have stayed idle"}
+		g.dispatch(s, plan)
+	}
 	return plan, nil
+}
+
+// idleWhileWaiting reports whether plan leaves GPUs idle while a job with a
+// known rate that would fit them does not run.
+func idleWhileWaiting(s *Snapshot, plan *Plan) bool {
+	idle := s.GPUs
+	for i, e := range plan.Explain {
+		if e.Run {
+			idle -= s.Jobs[i].Workers
+		}
+	}
+	if idle <= 0 {
+		return false
+	}
+	for i, e := range plan.Explain {
+		if j := s.Jobs[i]; !e.Run && j.Throughput > 0 && j.Workers <= idle {
+			return true
+		}
+	}
+	return false
 }
 
 // reset folds the time each job received into its deficit and re-allocates.

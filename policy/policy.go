@@ -59,9 +59,14 @@ func (j *Job) RemainingSteps() int64 { return j.TotalSteps - j.StepsDone }
 
 // Snapshot is the immutable input of one round's allocation.
 type Snapshot struct {
-	Round        int     // round index k, from 0
-	Now          float64 // round start, seconds
-	GPUs         int
+	Round int     // round index k, from 0
+	Now   float64 // round start, seconds
+	GPUs  int
+	// Nodes lists the GPU counts of the cluster's nodes in topology order
+	// (they sum to GPUs). A gang must fit the nodes too; the coordinator
+	// repairs a plan that fits GPUs but not the nodes. Nil or one node: a
+	// flat pool.
+	Nodes        []int
 	RoundSeconds float64
 	Jobs         []*Job // active jobs in admission order
 }
@@ -111,6 +116,11 @@ type Options struct {
 	// OnSolve, when set, receives every market instance a market-based
 	// policy solves, after the solve (for `simulate --dump-instances`).
 	OnSolve func(*market.Instance)
+	// ReallocateOnChange makes the Gavel-round baselines re-allocate as
+	// soon as jobs arrive or leave while GPUs would stay idle, instead of
+	// at most every DefaultMinResetSeconds (GavelRound). Live coordinators
+	// turn it on; the simulator leaves it off, like the original.
+	ReallocateOnChange bool
 }
 
 var (

@@ -23,6 +23,16 @@ type ShockwaveConfig struct {
 	// Info is the information mode: InfoOnline (events only, the default)
 	// or InfoProfile (the original's declared schedules).
 	Info string `json:"info,omitempty"`
+	// Fairness is the rule for rounds whose FTF constraints at rhomax are
+	// infeasible: "tightest" (keep them at the tightest feasible bound) or
+	// "relax" (the original's priority-weighted relaxation); package
+	// market, Fairness. Empty means tightest in online mode and relax in
+	// profile mode, the original's emulation.
+	Fairness string `json:"fairness,omitempty"`
+	// IgnoreMode withholds each job's declared adaptation mode (a hint,
+	// package protocol) from the online forecaster, which then treats
+	// every job as of unknown mode: the ablation of that hint.
+	IgnoreMode bool `json:"ignore_mode,omitempty"`
 	// Accepted and ignored: they configure the original's commercial solver
 	// or nothing at all.
 	GPURAM        float64 `json:"gpu_ram,omitempty"`
@@ -65,6 +75,11 @@ func (c ShockwaveConfig) Validate() error {
 	default:
 		return fmt.Errorf("shockwave config: info %q must be %q or %q", c.Info, InfoOnline, InfoProfile)
 	}
+	if c.Fairness != "" {
+		if _, err := market.ParseFairness(c.Fairness); err != nil {
+			return fmt.Errorf("shockwave config: fairness %q must be \"tightest\" or \"relax\"", c.Fairness)
+		}
+	}
 	if !c.ExactLog {
 		b := c.LogBases
 		if len(b) < 2 || b[0] != 0 || b[len(b)-1] != 1 || !slices.IsSorted(b) {
@@ -86,7 +101,9 @@ type Shockwave struct {
 	round      int // R, the round pointer
 	counter    int // rounds since the last forced re-solve
 	resolve    bool
-	jobsMoved  bool // arrivals or removals since the last fair-share estimate
+	shape      string // GPUs and node sizes of the last snapshot: a change re-solves
+	capNote    string // why the market planned below the GPU count (shockwave_nodes.go)
+	jobsMoved  bool   // arrivals or removals since the last fair-share estimate
 	plan       map[int][]string
 	prevList   []string
 	lastResult *market.Result
@@ -99,7 +116,7 @@ type Shockwave struct {
 	// coordinator the clock is wall time.
 	t0        float64
 	started   bool
-	admitErrs []string // online admissions refused (the job falls back to its profile)
+	admitErrs []string // online admissions refused (the job is planned from swDefault)
 }
 
 // NewShockwave returns the policy with cfg (validated).
@@ -111,8 +128,15 @@ func NewShockwave(cfg ShockwaveConfig) (*Shockwave, error) {
 	s.settings = *market.DefaultSettings()
 	s.settings.K, s.settings.Lambda, s.settings.RhoMax = cfg.K, cfg.Lambda, cfg.RhoMax
 	s.settings.Breakpoints, s.settings.ExactLog = slices.Clone(cfg.LogBases), cfg.ExactLog
+	s.settings.Fairness = market.FairnessTightest
+	if cfg.Info == InfoProfile {
+		s.settings.Fairness = market.FairnessRelax
+	}
+	if cfg.Fairness != "" {
+		s.settings.Fairness, _ = market.ParseFairness(cfg.Fairness) // validated above
+	}
 	if cfg.Info != InfoProfile {
-		s.online = newSWOnline()
+		s.online = newSWOnline(cfg.IgnoreMode)
 	}
 	return s, nil
 }
@@ -128,7 +152,7 @@ func (s *Shockwave) Admit(j *Job) {
 	s.meta[j.ID] = newSWMeta(j, j.AdmitTime)
 	if s.online != nil {
 		if err := s.online.admit(j); err != nil {
-			s.admitErrs = append(s.admitErrs, err.Error())
+			s.admitErrs = append(s.admitErrs, fmt.Sprintf("%v; job %s is planned from the default (%s)", err, j.ID, swDefaultRule))
 		}
 	}
 	s.order = append(s.order, j.ID)

@@ -23,8 +23,22 @@ type swMeta struct {
 	dataset int       // S
 	epoch   int       // c, completed epochs
 	submit  float64
-	modes   []int           // sorted distinct planned batch sizes
-	alpha   map[int]float64 // Dirichlet prior α_b = E/|M|
+	modes   []int     // sorted distinct planned batch sizes
+	alpha   []float64 // Dirichlet prior α_b = E/|M|, by mode index
+	// means[k] is modeMean(modes[k]), valid while meansOK; calibrate,
+	// the only writer of dur after construction, clears it.
+	means   []float64
+	meansOK bool
+	// remaining's state by mode index: the posterior α + counts and the
+	// counts of the first obsN planned epochs (extended as c grows, so
+	// the posterior takes the same sum of ones in the same order), and
+	// scratch for the expected counts.
+	post, n []float64
+	cnt     []int
+	obsN    int
+	// Running sums of dur[:i] for epochSeconds and doneSeconds, extended
+	// as the epoch grows; calibrate resets them.
+	upTo, done prefix
 
 	targets []swTarget // fair-share finish estimates
 	guessed bool       // the targets rest on an uninformed online forecast
@@ -44,7 +58,7 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 	}
 	m := &swMeta{
 		epochs: len(planned), workers: j.Workers, planned: slices.Clone(planned),
-		dataset: j.DatasetSize, submit: submit, alpha: map[int]float64{},
+		dataset: j.DatasetSize, submit: submit,
 	}
 	m.pre = make([]float64, len(secs))
 	for e, d := range secs {
@@ -52,10 +66,24 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 	}
 	m.dur = slices.Clone(m.pre)
 	m.modes = slices.Compact(slices.Sorted(slices.Values(planned)))
-	for _, b := range m.modes {
-		m.alpha[b] = float64(m.epochs) / float64(len(m.modes))
+	m.alpha = make([]float64, len(m.modes))
+	for k := range m.modes {
+		m.alpha[k] = float64(m.epochs) / float64(len(m.modes))
 	}
+	m.derive()
 	return m
+}
+
+// derive sets up the caches kept beside the metadata (the per-mode means,
+// remaining's posterior, the running epoch sums) from the metadata alone:
+// for a new job, and for one restored from a state snapshot.
+func (m *swMeta) derive() {
+	m.means, m.meansOK = make([]float64, len(m.modes)), false
+	m.post = slices.Clone(m.alpha)
+	m.n = make([]float64, len(m.modes))
+	m.cnt = make([]int, len(m.modes))
+	m.obsN = 0
+	m.upTo, m.done = prefix{}, prefix{}
 }
 
 // constantSchedule is the profile of a job that declared no schedule: every
@@ -111,36 +139,66 @@ func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
 	for i := range m.dur {
 		m.dur[i] = m.pre[i] * (pre / meas)
 	}
+	m.meansOK = false
+	m.upTo, m.done = prefix{}, prefix{}
+}
+
+// prefix is a running sum of a slice's first n elements.
+type prefix struct {
+	n   int
+	sum float64
+}
+
+// of returns Σ d[:n], added left to right: extended from the last call,
+// or summed again from 0 when n is smaller.
+func (p *prefix) of(d []float64, n int) float64 {
+	if n < p.n {
+		*p = prefix{}
+	}
+	for _, v := range d[p.n:n] {
+		p.sum += v
+	}
+	p.n = n
+	return p.sum
 }
 
 // remaining is the Dirichlet-posterior estimate R̂ of the job's remaining
 // run time in seconds, with observed planned epochs 0..p (spec §4.3).
+//
+// It costs O(|M|) per call, not O(p), and allocates nothing, with the bits
+// of the textbook form (α' = α + one per observation; n = E·α'/Σα'; then
+// one off n_b per observation of b while n_b ≥ 1): the posterior is kept
+// from call to call and extended by the newly observed epochs, one
+// increment at a time as before; the observations' decrements are one
+// subtraction of min(count, ⌊n_b⌋), since x − 1 is exact for 1 ≤ x < 2^53.
 func (m *swMeta) remaining(p int) float64 {
-	obs := m.planned[:min(p, m.epochs-1)+1]
-	post := make(map[int]float64, len(m.modes))
+	obs := min(p, m.epochs-1) + 1
+	if obs < m.obsN {
+		copy(m.post, m.alpha)
+		clear(m.cnt)
+		m.obsN = 0
+	}
+	for _, b := range m.planned[m.obsN:obs] {
+		k := m.modeIndex(b)
+		m.post[k]++
+		m.cnt[k]++
+	}
+	m.obsN = obs
 	total := 0.0
-	for _, b := range m.modes {
-		post[b] = m.alpha[b]
+	for k := range m.post {
+		total += m.post[k]
 	}
-	for _, b := range obs {
-		post[b]++
-	}
-	for _, b := range m.modes {
-		total += post[b]
-	}
-	n := make(map[int]float64, len(m.modes))
-	for _, b := range m.modes {
-		n[b] = float64(m.epochs) * post[b] / total
-	}
-	for _, b := range obs {
-		if n[b] >= 1 {
-			n[b]--
+	n := m.n
+	for k := range n {
+		n[k] = float64(m.epochs) * m.post[k] / total
+		if n[k] >= 1 {
+			n[k] -= min(float64(m.cnt[k]), math.Floor(n[k]))
 		}
 	}
 	rem := m.epochs - m.epoch
 	sumN := 0.0
-	for _, b := range m.modes {
-		sumN += n[b]
+	for k := range n {
+		sumN += n[k]
 	}
 	infl := math.Floor(sumN + 1)
 	if infl < float64(rem) {
@@ -149,11 +207,37 @@ func (m *swMeta) remaining(p int) float64 {
 	if infl <= 0 || rem <= 0 {
 		return 1
 	}
+	m.cacheMeans()
 	est := 0.0
-	for _, b := range m.modes {
-		est += n[b] * m.modeMean(b)
+	for k := range n {
+		est += n[k] * m.means[k]
 	}
 	return est * float64(rem) / infl
+}
+
+// modeIndex is the index of planned batch size b in m.modes.
+func (m *swMeta) modeIndex(b int) int {
+	if len(m.modes) <= 8 {
+		for k, v := range m.modes {
+			if v == b {
+				return k
+			}
+		}
+	}
+	k, _ := slices.BinarySearch(m.modes, b)
+	return k
+}
+
+// cacheMeans fills m.means, the mean calibrated duration of the epochs
+// planned at each mode, when calibrate has changed the durations.
+func (m *swMeta) cacheMeans() {
+	if m.meansOK {
+		return
+	}
+	for k, b := range m.modes {
+		m.means[k] = m.modeMean(b)
+	}
+	m.meansOK = true
 }
 
 // modeMean is the mean calibrated duration of the epochs planned at b.
@@ -175,47 +259,39 @@ func (m *swMeta) modeMean(b int) float64 {
 // duration of epochs 0..c (spec §4.3).
 func (m *swMeta) epochSeconds() float64 {
 	hi := min(m.epoch, m.epochs-1)
-	s := 0.0
-	for _, d := range m.dur[:hi+1] {
-		s += d
-	}
-	return s / float64(hi+1)
+	return m.upTo.of(m.dur, hi+1) / float64(hi+1)
 }
 
 // doneSeconds is Σ_{e<c} D[e].
 func (m *swMeta) doneSeconds() float64 {
-	s := 0.0
-	for _, d := range m.dur[:min(m.epoch, m.epochs)] {
-		s += d
-	}
-	return s
+	return m.done.of(m.dur, min(m.epoch, m.epochs))
 }
 
 // target is the momentum-averaged fair-share finish time F at round r
-// (spec §4.4).
+// (spec §4.4). It allocates nothing: each estimate's weight is computed
+// where it is used, the same value in the same order.
 func (m *swMeta) target(r int) float64 {
 	ts := m.targets
 	if len(ts) == 0 {
 		return 0
 	}
-	w := make([]float64, len(ts))
+	weight := func(i int) float64 {
+		if i+1 < len(ts) {
+			return float64(ts[i+1].round - ts[i].round)
+		}
+		return float64(r - ts[i].round)
+	}
 	sum := 0.0
 	for i := range ts {
-		if i+1 < len(ts) {
-			w[i] = float64(ts[i+1].round - ts[i].round)
-		} else {
-			w[i] = float64(r - ts[i].round)
-		}
-		sum += w[i]
+		sum += weight(i)
 	}
+	last := ts[len(ts)-1].value
 	if sum == 0 {
-		w = []float64{1}
-		sum = 1
-		ts = ts[len(ts)-1:]
+		return swMomentum*last + swNewest*last // one estimate of weight 1
 	}
 	avg := 0.0
 	for i := range ts {
-		avg += w[i] / sum * ts[i].value
+		avg += weight(i) / sum * ts[i].value
 	}
-	return swMomentum*avg + swNewest*ts[len(ts)-1].value
+	return swMomentum*avg + swNewest*last
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/shockwave-sched/shockwave/bayes"
 )
@@ -12,7 +13,11 @@ const (
 	// InfoOnline forecasts from the events the Core receives only
 	// (package bayes): progress, batch size and measured throughput, plus
 	// priors learned from finished jobs of the same model family. A
-	// declared schedule, throughput or isolated time is not read.
+	// declared schedule, throughput or isolated time is not read; the
+	// declared mode is a hint (it groups jobs into families and sets a new
+	// job's prior hazard; ShockwaveConfig.IgnoreMode withholds it). A job
+	// the forecaster refuses is planned from swDefaultRule, never from
+	// what it declared.
 	InfoOnline = "online"
 	// InfoProfile is the original's mode (spec §4.1–4.3): each job's
 	// declared planned batch-size schedule and epoch durations, calibrated
@@ -30,9 +35,10 @@ type Completer interface {
 // swOnline is the online mode's state: one forecaster over every job, and
 // what it was last told about each job.
 type swOnline struct {
-	fc    *bayes.Forecaster
-	seen  map[string]swSeen
-	cache map[string]bayes.Forecast // this round's forecasts
+	fc         *bayes.Forecaster
+	ignoreMode bool
+	seen       map[string]swSeen
+	cache      map[string]bayes.Forecast // this round's forecasts
 }
 
 // swSeen is the last state of a job fed to the forecaster.
@@ -43,11 +49,12 @@ type swSeen struct {
 	measRound    int // round of the last measurement fed
 }
 
-func newSWOnline() *swOnline {
+func newSWOnline(ignoreMode bool) *swOnline {
 	return &swOnline{
-		fc:    bayes.NewForecaster(bayes.DefaultForecastConfig()),
-		seen:  map[string]swSeen{},
-		cache: map[string]bayes.Forecast{},
+		ignoreMode: ignoreMode,
+		fc:         bayes.NewForecaster(bayes.DefaultForecastConfig()),
+		seen:       map[string]swSeen{},
+		cache:      map[string]bayes.Forecast{},
 	}
 }
 
@@ -59,8 +66,12 @@ func (o *swOnline) admit(j *Job) error {
 	if j.BatchSize > 0 && j.BatchSize != j.InitialBatchSize {
 		total = int64(math.Ceil(float64(total) * float64(j.BatchSize) / float64(j.InitialBatchSize)))
 	}
+	mode := j.Mode
+	if o.ignoreMode {
+		mode = ""
+	}
 	err := o.fc.Admit(bayes.JobSpec{
-		ID: j.ID, Model: j.Model, Mode: j.Mode, Workers: j.Workers,
+		ID: j.ID, Model: j.Model, Mode: mode, Workers: j.Workers,
 		InitialBatchSize: j.InitialBatchSize, DatasetSize: j.DatasetSize, TotalSteps: max(total, 1),
 	})
 	if err != nil {
@@ -160,6 +171,7 @@ func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
 				remaining: math.Max(f.Remaining.Mean, 1), doneSecs: j.RunTime, uninformed: f.Uninformed,
 			}
 		}
+		return swDefault(j)
 	}
 	return swEstimate{
 		epochs: m.epochs, epoch: min(m.epoch, m.epochs), epochSeconds: m.epochSeconds(),
@@ -174,4 +186,31 @@ func (s *Shockwave) Complete(j *Job) {
 		s.online.complete(j)
 	}
 	s.drop(j.ID)
+}
+
+// swDefaultRule describes swDefault, for the plan's note.
+const swDefaultRule = "its total steps as a static job, at its latest measured rate or 1 step/s before one"
+
+// swDefault is the estimate of a job the online forecaster refused: no
+// declared schedule, throughput or isolated time, only its shape and what
+// it reported. Its steps are split into up to 100 equal pseudo-epochs and
+// run at the latest measured throughput (unmeasuredThroughput before the
+// first measurement, as the baselines assume); it is uninformed until
+// measured, so its fair-share target is redone then.
+func swDefault(j *Job) swEstimate {
+	thr, measured := float64(unmeasuredThroughput), false
+	for _, m := range slices.Backward(j.Measurements) {
+		if m.Throughput > 0 {
+			thr, measured = m.Throughput, true
+			break
+		}
+	}
+	total := max(j.TotalSteps, 1)
+	epochs := int(min(total, 100))
+	per := float64(total) / float64(epochs)
+	done := min(float64(max(j.StepsDone, 0)), float64(total))
+	return swEstimate{
+		epochs: epochs, epoch: min(int(done/per), epochs), epochSeconds: per / thr,
+		remaining: math.Max((float64(total)-done)/thr, 1), doneSecs: j.RunTime, uninformed: !measured,
+	}
 }

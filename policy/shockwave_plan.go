@@ -36,6 +36,12 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 			}
 		}
 	}
+	if shape := fmt.Sprint(snap.GPUs, snap.Nodes); shape != s.shape {
+		if s.shape != "" { // nodes joined or left: new shares, new plan
+			s.resolve, s.jobsMoved = true, true
+		}
+		s.shape = shape
+	}
 	plan := &Plan{Round: snap.Round}
 	if _, planned := s.plan[s.round]; s.resolve || !planned {
 		if err := s.solve(snap, jobs); err != nil {
@@ -52,6 +58,12 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	plan.Explain = s.explain(snap, plan.Run)
 	if r := s.lastResult; r != nil && plan.Solved {
 		plan.Note = fmt.Sprintf("market %s: objective %.6g, bound %.6g, gap %.2g, price %.4g", r.Status, r.Objective, r.Bound, r.Gap, r.Price)
+		if !r.Relaxed {
+			plan.Note += fmt.Sprintf(", fairness bound ρ ≤ %.4g", r.RhoBound)
+		}
+		if s.capNote != "" {
+			plan.Note += "; " + s.capNote
+		}
 	}
 	if len(s.admitErrs) > 0 {
 		plan.Note = strings.TrimSpace(plan.Note + "; online forecaster refused: " + strings.Join(s.admitErrs, "; "))
@@ -93,7 +105,9 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 	}
 	for _, id := range ids {
 		m, e := s.meta[id], est[id]
-		if s.jobsMoved || (m.guessed && !e.uninformed) {
+		// A job with no target yet was left out of the snapshots since it was
+		// admitted (the cluster was too small for it, or its node was away).
+		if s.jobsMoved || len(m.targets) == 0 || (m.guessed && !e.uninformed) {
 			if m.guessed && !e.uninformed {
 				m.targets = m.targets[:0] // targets from a forecast that knew no throughput are dropped
 			}
@@ -103,7 +117,13 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 		}
 	}
 	s.jobsMoved = false
-	prob := market.Problem{GPUs: snap.GPUs, Round: s.round, Rounds: s.cfg.FutureRounds, RoundSeconds: snap.RoundSeconds}
+	widths := make([]int, len(ids))
+	for i, id := range ids {
+		widths[i] = s.meta[id].workers
+	}
+	capacity, capNote := nodeCapacity(snap.GPUs, snap.Nodes, widths)
+	s.capNote = capNote
+	prob := market.Problem{GPUs: capacity, Round: s.round, Rounds: s.cfg.FutureRounds, RoundSeconds: snap.RoundSeconds}
 	prob.Jobs = make([]market.Job, len(ids))
 	for i, id := range ids {
 		m, e := s.meta[id], est[id]
@@ -189,11 +209,16 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 					e.ProfileRemaining = m.remaining(m.epoch)
 				}
 				if f, ok := s.online.cache[j.ID]; ok {
-					e.ForecastP10, e.ForecastP90 = f.Remaining.P10, f.Remaining.P90
+					// the used forecast is floored at 1 s (estimate); keep it inside its band
+					e.ForecastP10 = math.Min(f.Remaining.P10, e.ForecastRemaining)
+					e.ForecastP90 = math.Max(f.Remaining.P90, e.ForecastRemaining)
 					e.Regime, e.ChangeProb, e.ForecastPrior = f.BatchSize, f.ChangeProb, f.Family
 					if f.Uninformed {
 						e.ForecastPrior = "uninformed"
 					}
+				} else {
+					e.ForecastPrior, e.Regime = "default", j.BatchSize
+					e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
 				}
 			} else {
 				e.Regime = j.BatchSize

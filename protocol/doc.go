@@ -5,7 +5,7 @@
 // names the field, and never changes coordinator state.
 //
 // The same types are used by the simulator, which sends the coordinator exactly
-// the events a real job's SDK would send (DESIGN.md, "Data flow").
+// the events a real job's SDK would send.
 //
 // # Wire protocol
 //

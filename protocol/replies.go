@@ -126,11 +126,12 @@ type StatusReply struct {
 	V     int    `json:"v"`
 	Error *Error `json:"error,omitempty"`
 
-	Policy       string  `json:"policy,omitempty"`
-	GPUs         int     `json:"gpus,omitempty"`
-	RoundSeconds float64 `json:"round_seconds,omitempty"`
-	Round        int     `json:"round"`         // index of the next round
-	Now          float64 `json:"now,omitempty"` // coordinator clock, seconds since the Unix epoch
+	Policy       string     `json:"policy,omitempty"`
+	GPUs         int        `json:"gpus,omitempty"`
+	Nodes        []NodeInfo `json:"nodes,omitempty"` // the cluster's members, topology order
+	RoundSeconds float64    `json:"round_seconds,omitempty"`
+	Round        int        `json:"round"`         // index of the next round
+	Now          float64    `json:"now,omitempty"` // coordinator clock, seconds since the Unix epoch
 	// Recovering is true while the coordinator replays its log after a
 	// restart; the table is then the state replayed so far.
 	Recovering bool   `json:"recovering,omitempty"`
@@ -138,6 +139,14 @@ type StatusReply struct {
 
 	Jobs []JobInfo `json:"jobs"`
 	Plan *PlanInfo `json:"plan,omitempty"`
+}
+
+// NodeInfo is one member of the cluster in a status reply.
+type NodeInfo struct {
+	Name string `json:"name"`
+	GPUs int    `json:"gpus"`
+	Type string `json:"type,omitempty"`
+	Used int    `json:"used"` // devices held by jobs in the current round
 }
 
 // JobInfo is one row of the job table.
@@ -158,6 +167,13 @@ type JobInfo struct {
 	Failures   int     `json:"failed_leases"`
 	LastSeq    uint64  `json:"last_seq"`
 	GPUs       []int   `json:"gpus,omitempty"` // held in the current round
+	// Devices names the same grant per node (node name, local indices).
+	Devices []NodeDevices `json:"devices,omitempty"`
+	// Node is the node a resident job's process runs on ("" when none).
+	Node string `json:"node,omitempty"`
+	// Reason says why an ended job ended (failed, cancelled, expired), or
+	// the last exit of a submitted job's process.
+	Reason string `json:"reason,omitempty"`
 }
 
 // PlanInfo is a round's plan as the policy explained it.
@@ -214,6 +230,15 @@ func (r *StatusReply) Validate() error {
 	for i := range r.Jobs {
 		if err := ValidateJobID(m, r.Jobs[i].Job); err != nil {
 			return fmt.Errorf("jobs[%d]: %w", i, err)
+		}
+	}
+	for i, n := range r.Nodes {
+		f := fmt.Sprintf("nodes[%d]", i)
+		if err := ValidateNodeName(m, f+".name", n.Name); err != nil {
+			return err
+		}
+		if n.GPUs < 0 || n.Used < 0 || n.Used > n.GPUs {
+			return fieldErr(m, f, "node %q: %d of %d GPUs in use", n.Name, n.Used, n.GPUs)
 		}
 	}
 	return nil

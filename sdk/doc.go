@@ -1,7 +1,7 @@
 // Package sdk is the job side of Shockwave: a training loop registers with
 // the coordinator, streams its progress (steps, epochs, batch size,
 // measured throughput) as events over NATS, and honors the coordinator's
-// leases at iteration boundaries (DESIGN.md, "Data flow").
+// leases at iteration boundaries.
 //
 // It imports the protocol package and nats.go only, never the NATS server
 // or the coordinator.
@@ -51,6 +51,8 @@
 //	Record(steps, samples, d)   the same with an exact sample count (short last batches)
 //	LeaseState()                Waiting, Running, Ended or Closed: one atomic load
 //	Boundary()                  Continue, Suspend, Preempt (EXIT mode) or Stop; no hooks
+//	Gate()                      multi-rank: the step at which to call Boundary even under Running
+//	Devices() / Grant()         the current grant per node / the RUN lease it comes from
 //	Changed()                   a channel closed at the next lease change (to mirror the state)
 //	WaitRun(ctx)                block until a RUN lease; returns it (ErrEnded, ErrClosed, ctx errors)
 //	EndEpoch()                  an epoch boundary (an event never coalesced)
@@ -105,6 +107,87 @@
 // state to Waiting at that deadline unless a renewal (the next round's RUN
 // lease) arrived. Leases of older rounds are ignored; a malformed lease or
 // one of another job is logged and ignored (Stats.BadLeases).
+//
+// # Devices and resident processes
+//
+// Job.Devices is the current grant per node (protocol.NodeDevices: the
+// node's name and its local device indices, in the order of the lease's
+// workers); a coordinator that names no nodes grants cluster-wide ids
+// only, returned as one node with an empty name. Hooks receive the lease:
+// move the model to the granted device in OnResume, release device memory
+// in OnSuspend. A process that suspends in place is resident on its node:
+// WithNode (default $SHOCKWAVE_NODE outside EXIT mode) and
+// WithVisibleDevices (default $SHOCKWAVE_VISIBLE_DEVICES, else
+// $CUDA_VISIBLE_DEVICES when it lists indices) go into the registration,
+// and the coordinator grants it devices on that node only.
+//
+// # Multi-process jobs
+//
+// A job of width W may run as W processes ("ranks", one per device, on one
+// or more nodes), each linking the SDK: WithRank(rank, world), by default
+// from $RANK and $WORLD_SIZE as torchrun sets them ($LOCAL_RANK gives
+// LocalRank). Every rank registers with the same job id and credentials;
+// rank 0 registers the job with the coordinator, follows its leases and
+// reports progress; the other ranks attach: they only talk to rank 0, on
+// the job's ranks subject (<prefix>.job.<id>.ranks, which the job's
+// credentials allow and no other job's). The job is one scheduling unit.
+//
+// The ranks must stop at the same step: a rank that stops at step 177
+// while another enters the all-reduce of step 177 hangs both. So no rank
+// acts on a lease by itself; they follow an agreement that rank 0 runs:
+//
+//   - Release horizon. A rank may begin step k (k steps done) only when
+//     k < release, a step count rank 0 publishes and raises as it goes,
+//     about DefaultRankLookahead of steps ahead of itself at the measured
+//     rate (at least one step). A rank at the horizon blocks in Boundary
+//     until rank 0 releases more, so a rank that missed a message waits
+//     instead of running past a stop it did not hear of.
+//   - Stop. On a SUSPEND lease, an expired RUN lease or an EXIT lease,
+//     rank 0 stops raising the release and announces stop = release, the
+//     highest step any rank may have reached. Every rank runs to that step
+//     (ranks under DDP are within a step of each other, and the horizon is
+//     one step at a 50 ms step, so this is at most about one step after
+//     rank 0 heard of it), and there Boundary returns Suspend, Preempt
+//     (EXIT mode) or Stop on every rank: the same step everywhere, so no
+//     collective is left half-entered.
+//   - Resume. After a stop, rank 0 starts the next generation only when
+//     it holds a valid RUN lease and every rank, itself included, waits in
+//     WaitRun at the stop step with its suspend hook done (a rank reports
+//     that on the ranks subject). The generation's message carries the
+//     base step (the stop step) and the RUN lease with its devices; every
+//     rank resumes at the base, and OnResume gets that lease. A rank
+//     joining for the first time adopts rank 0's progress at the base.
+//     So no rank resumes while another still writes its checkpoint.
+//
+// Rank 0 repeats its state every DefaultRankHeartbeat and the other ranks
+// report theirs as often (and at every change). Every wait is bounded:
+//
+//   - a rank silent for the rank timeout (WithRankTimeout, default
+//     DefaultRankTimeout), a rank that closes before the job finished, a
+//     rank that restarts alone or claims another's rank, or a rank missing
+//     after the join timeout breaks the agreement: rank 0 announces an
+//     abort at stop = release, every live rank stops there (or at once if
+//     it is waiting) and its loop ends with ErrRankLost. Rank 0 dead or
+//     silent: the others end with ErrRankLost after the rank timeout.
+//   - A rank blocked inside a collective with a dead peer is released by
+//     the collective library (gloo and NCCL fail on a closed connection or
+//     their own timeout), not by the SDK.
+//   - The ranks talk through the coordinator's NATS: while it is
+//     unreachable no release arrives, so the ranks stop at their horizon
+//     (a single process would train on until its lease expires), and an
+//     outage longer than the rank timeout ends them with ErrRankLost.
+//
+// After ErrRankLost the process exits non-zero and the launcher (the node
+// agent, or torchrun with restarts) restarts every rank; they resume from
+// the job's checkpoint as an EXIT-mode job does (WithResume on rank 0).
+// Save the checkpoint on rank 0 at a suspension and, if periodic, at step
+// boundaries, and load rank 0's checkpoint on every rank.
+//
+// For a multi-rank job LeaseState is the agreed state: Running until the
+// agreed stop step although the SUSPEND lease already arrived. The per-step
+// cost stays one comparison: Boundary and the Steps loop check the step
+// count against Gate (the next step at which the agreement must be
+// consulted); bindings mirror Gate into their control block.
 //
 // # Faults
 //

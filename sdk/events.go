@@ -131,7 +131,7 @@ type Stats struct {
 	Seq              uint64 // last event sequence number assigned
 	Buffered         int    // events not yet delivered
 	Coalesced        int64  // progress events merged while the buffer was full
-	BadLeases        int64  // lease messages ignored as malformed or foreign
+	BadLeases        int64  // lease and rank messages ignored as malformed or foreign
 	Suspensions      int64  // suspensions the iterator went through
 	Connected        bool
 }
@@ -246,6 +246,9 @@ func (e *eventState) done(j *Job) {
 // push appends an event, coalescing the oldest progress samples when the
 // buffer is full.
 func (e *eventState) push(j *Job, typ protocol.EventType, steps int64, elapsed float64, boundary bool) {
+	if j.rk != nil && j.rk.rank > 0 {
+		return // rank 0 reports the job's progress
+	}
 	e.seq++
 	ev := protocol.Event{V: protocol.Version, Type: typ, Job: j.id, Seq: e.seq, Steps: steps, Elapsed: elapsed,
 		StepsDone: j.steps.Load(), TotalSteps: max(1, j.steps.Load()+e.remainingSteps(j)),

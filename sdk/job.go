@@ -29,6 +29,7 @@ type Job struct {
 	state      atomic.Int32          // LeaseState
 	doneAt     atomic.Int64          // steps at which the job's work is done (MaxInt64: by epochs)
 	loop       atomic.Pointer[meter] // the running Steps loop, if any
+	gateAt     atomic.Int64          // boundary (steps done) of the next rank-agreement check; MaxInt64: none
 	_          [64]byte              // keep the sampler's fields off the hot cache line
 
 	o    options
@@ -62,6 +63,8 @@ type Job struct {
 	finished    bool
 	badLeases   int64
 	suspensions int64
+	rk          *ranks     // the rank agreement of a multi-process job; nil for one process
+	genStart    Checkpoint // rank 0: the progress at the start of the running generation
 }
 
 // LeaseState is the job's permission to train, as the latest lease says.
@@ -123,8 +126,20 @@ func Register(ctx context.Context, opts ...Option) (*Job, error) {
 	j.ev.init(&j.o)
 	j.batch.Store(int64(o.batchSize))
 	j.doneAt.Store(math.MaxInt64)
+	j.gateAt.Store(math.MaxInt64)
+	if o.world > 1 {
+		j.rk = newRanks(&j.o)
+		if o.rank > 0 {
+			j.reason = "waiting for rank 0 to start"
+		}
+	}
 	if err := j.connect(); err != nil {
 		return nil, err
+	}
+	if j.rk != nil && o.rank > 0 {
+		j.senderWG.Go(j.rankLoop)
+		j.publishRank()
+		return j, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, o.registerTimeout)
 	defer cancel()
@@ -135,6 +150,9 @@ func Register(ctx context.Context, opts ...Option) (*Job, error) {
 	}
 	j.adopt(rep, true)
 	j.senderWG.Go(j.sender)
+	if j.rk != nil {
+		j.senderWG.Go(j.rankLoop)
+	}
 	return j, nil
 }
 
@@ -176,6 +194,22 @@ func (j *Job) connect() error {
 	if err != nil {
 		return fmt.Errorf("%w: job %s: connecting to the coordinator's NATS at %s: %w", ErrRegister, j.id, o.url, err)
 	}
+	j.nc = nc
+	if j.rk != nil {
+		if j.rk.sub, err = nc.Subscribe(j.subj.Ranks(j.id), j.onRanks); err == nil {
+			_ = j.rk.sub.SetPendingLimits(4096, 16<<20)
+		}
+		if err == nil && j.rk.rank > 0 {
+			err = nc.Flush()
+		}
+		if err != nil {
+			nc.Close()
+			return fmt.Errorf("%w: job %s: subscribing to %s: %w", ErrRegister, j.id, j.subj.Ranks(j.id), err)
+		}
+		if j.rk.rank > 0 {
+			return nil // rank 0 follows the leases
+		}
+	}
 	sub, err := nc.Subscribe(j.subj.Lease(j.id), j.onLease)
 	if err == nil {
 		err = nc.Flush()
@@ -185,7 +219,7 @@ func (j *Job) connect() error {
 		return fmt.Errorf("%w: job %s: subscribing to %s: %w", ErrRegister, j.id, j.subj.Lease(j.id), err)
 	}
 	_ = sub.SetPendingLimits(1024, 16<<20)
-	j.nc, j.sub = nc, sub
+	j.sub = sub
 	return nil
 }
 
@@ -284,6 +318,7 @@ func (j *Job) adoptProgress(rep *protocol.RegisterReply) {
 	case rep.Resumed:
 		c = Checkpoint{StepsDone: rep.StepsDone, Epoch: rep.Epoch, BatchSize: rep.BatchSize}
 	default:
+		j.updateDoneAt() // a fresh job measured in samples or steps
 		return
 	}
 	if c.BatchSize <= 0 {
@@ -336,8 +371,17 @@ func (j *Job) Finish(ctx context.Context) error {
 		j.ev.done(j)
 		j.stopExpiryLocked()
 		j.setStateLocked(Ended, "finished: reported done")
+		if j.rk != nil {
+			if j.rk.rank == 0 {
+				j.rk.finished = true
+			}
+			j.rankChangedLocked()
+		}
 	}
 	j.mu.Unlock()
+	if j.rk != nil {
+		j.publishRank()
+	}
 	return j.Flush(ctx)
 }
 
@@ -345,6 +389,9 @@ func (j *Job) Finish(ctx context.Context) error {
 // buffered event is delivered, or ctx ends.
 func (j *Job) Flush(ctx context.Context) error {
 	j.syncLoop()
+	if j.rk != nil && j.rk.rank > 0 {
+		return nil // rank 0 reports the job's progress
+	}
 	j.mu.Lock()
 	j.ev.sample(j, false)
 	j.mu.Unlock()
@@ -385,9 +432,23 @@ func (j *Job) Close() error {
 		j.senderWG.Wait()
 		j.mu.Lock()
 		j.stopExpiryLocked()
+		if r := j.rk; r != nil && r.rank == 0 && !r.finished && (r.running || r.lost == nil && !r.final) {
+			j.abortLocked("rank 0 closed before the job finished")
+		}
 		j.setStateLocked(Closed, "closed")
+		if j.rk != nil {
+			close(j.rk.moved)
+			j.rk.moved = make(chan struct{})
+		}
 		j.mu.Unlock()
-		_ = j.sub.Unsubscribe()
+		if j.rk != nil {
+			j.publishRank()
+			_ = j.nc.FlushTimeout(time.Second)
+			_ = j.rk.sub.Unsubscribe()
+		}
+		if j.sub != nil {
+			_ = j.sub.Unsubscribe()
+		}
 		j.nc.Close()
 	})
 	return err

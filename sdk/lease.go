@@ -44,10 +44,22 @@ func (d Directive) String() string {
 // LeaseState is the current lease state: one atomic load.
 func (j *Job) LeaseState() LeaseState { return LeaseState(j.state.Load()) }
 
-// Boundary tells the caller what to do at an iteration boundary: one atomic
-// load, no hooks, no I/O. The Steps iterator calls it every step; a binding
-// mirrors LeaseState into its own control block instead.
-func (j *Job) Boundary() Directive {
+// Boundary tells the caller what to do at an iteration boundary: two
+// atomic loads, no hooks, no I/O. The Steps iterator calls it every step; a
+// binding mirrors LeaseState into its own control block instead. Call it
+// after recording the steps done (RecordSteps).
+//
+// In a multi-process job it also enforces the rank agreement: at the
+// agreed stop step it returns Suspend, Preempt or Stop although the lease
+// state still read Running; on a rank other than 0 at the release horizon
+// it blocks until rank 0 releases more steps (bounded by the rank timeout).
+func (j *Job) Boundary() Directive { return j.boundary(context.Background()) }
+
+// boundary is Boundary whose wait at a rank's release horizon ends with ctx.
+func (j *Job) boundary(ctx context.Context) Directive {
+	if j.steps.Load() >= j.gateAt.Load() {
+		return j.gate(ctx)
+	}
 	switch LeaseState(j.state.Load()) {
 	case Running:
 		return Continue
@@ -106,10 +118,23 @@ func (j *Job) Changed() <-chan struct{} {
 func (j *Job) WaitRun(ctx context.Context) (protocol.Lease, error) {
 	for {
 		j.mu.Lock()
+		var lost error
+		if j.rk != nil {
+			j.parkLocked()
+			lost = j.rk.lost
+		}
 		st, ch, l, reason := LeaseState(j.state.Load()), j.changed, cloneLease(j.lease), j.reason
 		j.mu.Unlock()
+		if lost != nil && st != Running {
+			return l, lost
+		}
 		switch st {
 		case Running:
+			if j.rk != nil {
+				j.mu.Lock()
+				l = cloneLease(j.rk.runLease) // the lease of the generation
+				j.mu.Unlock()
+			}
 			return l, nil
 		case Ended:
 			return l, j.jobErr(ErrEnded, "%s", reason)
@@ -165,16 +190,26 @@ func (j *Job) applyLease(l protocol.Lease, recv time.Time) {
 		}
 		j.lease, j.hasLease, j.deadline = l, true, deadline
 		j.armExpiryLocked(deadline, l.Round)
-		j.setStateLocked(Running, "")
+		j.leaseStateLocked(Running, "")
 	case protocol.Suspend:
 		j.lease, j.hasLease = l, true
 		j.stopExpiryLocked()
-		j.setStateLocked(Waiting, "suspended by the coordinator in round "+fmt.Sprint(l.Round)+": "+orDefault(l.Reason, "no reason given"))
+		j.leaseStateLocked(Waiting, "suspended by the coordinator in round "+fmt.Sprint(l.Round)+": "+orDefault(l.Reason, "no reason given"))
 	case protocol.Exit:
 		j.lease, j.hasLease = l, true
 		j.stopExpiryLocked()
-		j.setStateLocked(Ended, "ended by the coordinator in round "+fmt.Sprint(l.Round)+": "+orDefault(l.Reason, "no reason given"))
+		j.leaseStateLocked(Ended, "ended by the coordinator in round "+fmt.Sprint(l.Round)+": "+orDefault(l.Reason, "no reason given"))
 	}
+}
+
+// leaseStateLocked acts on the state a lease asks for: at once for a
+// single process; through the rank agreement for rank 0 of several.
+func (j *Job) leaseStateLocked(s LeaseState, reason string) {
+	if j.rk != nil {
+		j.leaderLeaseLocked(s, reason)
+		return
+	}
+	j.setStateLocked(s, reason)
 }
 
 // localExpiry works out when a RUN lease ends on the local clock: the
@@ -198,10 +233,10 @@ func (j *Job) armExpiryLocked(deadline time.Time, round int) {
 	j.expiry = time.AfterFunc(time.Until(deadline), func() {
 		j.mu.Lock()
 		defer j.mu.Unlock()
-		if j.leaseGen != gen || j.state.Load() != int32(Running) {
+		if j.leaseGen != gen || (j.rk == nil && j.state.Load() != int32(Running)) {
 			return
 		}
-		j.setStateLocked(Waiting, fmt.Sprintf("the RUN lease of round %d expired at %s without renewal (coordinator unreachable or late)",
+		j.leaseStateLocked(Waiting, fmt.Sprintf("the RUN lease of round %d expired at %s without renewal (coordinator unreachable or late)",
 			round, deadline.Format("15:04:05.000")))
 		j.log.Warn("lease expired without renewal; suspending", "round", round)
 	})
@@ -226,6 +261,13 @@ func (j *Job) setStateLocked(s LeaseState, reason string) {
 
 func cloneLease(l protocol.Lease) protocol.Lease {
 	l.Workers = append([]int(nil), l.Workers...)
+	if l.Devices != nil {
+		d := make([]protocol.NodeDevices, len(l.Devices))
+		for i, x := range l.Devices {
+			d[i] = protocol.NodeDevices{Node: x.Node, Devices: append([]int(nil), x.Devices...)}
+		}
+		l.Devices = d
+	}
 	return l
 }
 

@@ -62,6 +62,14 @@ type options struct {
 	reconnectWait     time.Duration
 	reconnectWaitMax  time.Duration
 	closeFlushTimeout time.Duration
+
+	// Multi-process jobs and resident processes (options_ranks.go).
+	rank, world, localRank int
+	rankSet, localSet      bool
+	rankTimeout, rankJoin  time.Duration
+	rankBeat, lookahead    time.Duration
+	node                   string
+	visible                []int
 }
 
 // Defaults of the tunables.
@@ -406,9 +414,6 @@ func (o *options) defaults() {
 	if !o.exitMode && os.Getenv(EnvExit) == "1" {
 		o.exitMode = true
 	}
-	if o.workers == 0 {
-		o.workers = 1
-	}
 	if o.log == nil {
 		o.log = slog.Default()
 	}
@@ -431,6 +436,9 @@ func (o *options) defaults() {
 
 // validate checks what options alone cannot, and picks the job id.
 func (o *options) validate() error {
+	if err := o.rankDefaults(); err != nil {
+		return err
+	}
 	if o.job == "" {
 		if id := os.Getenv(EnvJob); id != "" {
 			if err := protocol.ValidateJobID("$"+EnvJob, id); err != nil {
@@ -490,7 +498,8 @@ func JobID(name string) string {
 func (o *options) register() protocol.Register {
 	r := protocol.Register{V: protocol.Version, Job: o.job, Name: o.name, Model: o.model, Mode: o.mode,
 		Workers: o.workers, BatchSize: o.batchSize, DatasetSize: o.dataset, Priority: o.priority,
-		Throughput: o.throughput, IsolatedSeconds: o.isolated, Schedule: o.schedule}
+		Throughput: o.throughput, IsolatedSeconds: o.isolated, Schedule: o.schedule,
+		Node: o.node, Visible: o.visible}
 	perEpoch := ceilDiv(int64(o.dataset), int64(o.batchSize))
 	switch {
 	case o.steps > 0:

@@ -43,7 +43,7 @@ func (f SourceFunc[T]) Next(ctx context.Context) (T, error) { return f(ctx) }
 func Steps[T any](ctx context.Context, j *Job, src Source[T]) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
-		if err := j.pause(ctx, true); err != nil {
+		if err := j.pause(ctx, j.boundary(ctx), true); err != nil {
 			yield(zero, err)
 			return
 		}
@@ -80,11 +80,19 @@ func Steps[T any](ctx context.Context, j *Job, src Source[T]) iter.Seq2[T, error
 			// The lease check sits right before the step: a revocation
 			// that arrived while the batch was loading is honored now, and
 			// the batch is kept for after the suspension.
-			if j.state.Load() != int32(Running) {
+			// In a multi-process job the rank agreement is checked at
+			// gateAt (a local comparison per step; see ranks.go).
+			if j.state.Load() != int32(Running) || m.pending >= m.gateLeft {
 				m.publish()
-				if err := j.pause(ctx, false); err != nil {
-					yield(zero, err)
-					return
+				if d := j.boundary(ctx); d != Continue {
+					if err := ctx.Err(); err != nil {
+						yield(zero, j.jobErr(err, "training loop"))
+						return
+					}
+					if err := j.pause(ctx, d, false); err != nil {
+						yield(zero, err)
+						return
+					}
 				}
 				m.start()
 			}
@@ -119,11 +127,12 @@ func Steps[T any](ctx context.Context, j *Job, src Source[T]) iter.Seq2[T, error
 // 4096) so that reads are about 20–200 µs apart. A step of real work
 // (milliseconds) is timed on its own.
 type meter struct {
-	j       *Job
-	pending int64 // steps since the last publish
-	stride  int64
-	left    int64 // steps until the job is done, as of the last publish
-	last    time.Time
+	j        *Job
+	pending  int64 // steps since the last publish
+	stride   int64
+	left     int64 // steps until the job is done, as of the last publish
+	gateLeft int64 // steps until the next rank-agreement check, as of the last publish
+	last     time.Time
 }
 
 const (
@@ -138,7 +147,10 @@ func (m *meter) start() {
 }
 
 // refresh recomputes the steps left after the job's state changed.
-func (m *meter) refresh() { m.left = m.j.doneAt.Load() - m.j.steps.Load() }
+func (m *meter) refresh() {
+	s := m.j.steps.Load()
+	m.left, m.gateLeft = m.j.doneAt.Load()-s, m.j.gateAt.Load()-s
+}
 
 // publish records the pending steps with the time since the last publish.
 func (m *meter) publish() {
@@ -173,12 +185,11 @@ func (j *Job) finish(ctx context.Context) error {
 	return j.Finish(fctx)
 }
 
-// pause handles a boundary at which the job may not train: before the
-// first step (first) it only waits for a RUN lease; later it calls
-// OnSuspend, then waits and calls OnResume, or in EXIT mode returns
-// ErrPreempted.
-func (j *Job) pause(ctx context.Context, first bool) error {
-	d := j.Boundary()
+// pause handles a boundary at which the job may not train (directive d,
+// from Boundary): before the first step (first) it only waits for a RUN
+// lease; later it calls OnSuspend, then waits and calls OnResume, or in
+// EXIT mode returns ErrPreempted.
+func (j *Job) pause(ctx context.Context, d Directive, first bool) error {
 	switch d {
 	case Continue:
 		return nil

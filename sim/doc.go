@@ -19,4 +19,10 @@
 //     leaves it no remaining steps, as a real training job would.
 //   - §3.3 step 6: the original stops when no job is active even if more jobs
 //     will arrive. By default the simulator jumps to the next arrival.
+//
+// Config.Noise makes the workload stochastic (package workload, Noise): the
+// default is the original's deterministic model. Config.RecordProfiles
+// exports what each job really did per epoch (Result.Profiles), readable
+// back as a trace. With Config.Forecasts, each sampled forecast point
+// carries its slices (first of its recipe, peer finished, change ahead).
 package sim

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
@@ -33,7 +34,16 @@ type ForecastPoint struct {
 	// to its completion.
 	True float64 `json:"true_s"`
 
-	exec float64 // the job's execution seconds at the mark
+	// The point's slices (SliceNames). FirstOfRecipe: no job of the same
+	// recipe (model, mode, initial batch size, gang width) was admitted
+	// before this one. PeerFinished: a job of its recipe had completed by
+	// the mark. ChangeAhead: its batch size changed after the mark.
+	FirstOfRecipe bool `json:"first_of_recipe,omitempty"`
+	PeerFinished  bool `json:"peer_finished,omitempty"`
+	ChangeAhead   bool `json:"change_ahead,omitempty"`
+
+	exec    float64 // the job's execution seconds at the mark
+	changes int     // the job's batch-size changes by the mark
 }
 
 // ForecastError summarizes absolute percentage errors |f − t|/t.
@@ -60,7 +70,8 @@ func (r *run) recordForecasts(rd *coordinator.Round) {
 			j.marks = append(j.marks, ForecastPoint{
 				Job: j.spec.ID, Mark: ForecastMarks[j.nextMark], Progress: p, Time: rd.Start,
 				Forecast: e.ForecastRemaining, P10: e.ForecastP10, P90: e.ForecastP90, Prior: e.ForecastPrior,
-				Profile: e.ProfileRemaining, exec: j.exec,
+				Profile: e.ProfileRemaining, exec: j.exec, changes: j.changes,
+				FirstOfRecipe: j.firstOfRecipe, PeerFinished: r.finished[j.recipe()] > 0,
 			})
 			j.nextMark++
 		}
@@ -69,8 +80,10 @@ func (r *run) recordForecasts(rd *coordinator.Round) {
 
 // settleForecasts fills in the truth of a completed job's points.
 func (r *run) settleForecasts(j *simJob) {
+	r.finished[j.recipe()]++
 	for _, m := range j.marks {
 		m.True = j.exec - m.exec
+		m.ChangeAhead = j.changes > m.changes
 		r.res.Forecasts = append(r.res.Forecasts, m)
 	}
 	j.marks = nil
@@ -114,4 +127,58 @@ func summarize(xs []float64) ForecastError {
 	}
 	slices.Sort(xs)
 	return ForecastError{Points: len(xs), MedianAPE: percentile(xs, 50), P90APE: percentile(xs, 90)}
+}
+
+// recipe names the job's family of identical schedules.
+func (j *simJob) recipe() string {
+	return fmt.Sprintf("%s|%s|%d|%d", j.spec.Model, j.spec.Mode, j.spec.BatchSize, j.spec.ScaleFactor)
+}
+
+// SliceNames are the slices of the forecast report, in order: every point;
+// the first job of its recipe; no job of its recipe finished yet; a job of
+// its recipe finished; a batch-size change still ahead of the point.
+var SliceNames = []string{"all", "first of recipe", "no finished peer", "peer finished", "change ahead"}
+
+// InSlice reports whether p belongs to the named slice.
+func (p ForecastPoint) InSlice(name string) bool {
+	switch name {
+	case "all":
+		return true
+	case "first of recipe":
+		return p.FirstOfRecipe
+	case "no finished peer":
+		return !p.PeerFinished
+	case "peer finished":
+		return p.PeerFinished
+	case "change ahead":
+		return p.ChangeAhead
+	}
+	return false
+}
+
+// SliceError is the error of one slice at one mark (0: every mark).
+type SliceError struct {
+	Slice   string        `json:"slice"`
+	Mark    float64       `json:"mark"`
+	Used    ForecastError `json:"used"`
+	Profile ForecastError `json:"profile"`
+}
+
+// ForecastSlices breaks the errors down by slice and mark: for every
+// slice of SliceNames, each of ForecastMarks and then all marks together.
+func ForecastSlices(points []ForecastPoint) []SliceError {
+	var out []SliceError
+	for _, name := range SliceNames {
+		var in []ForecastPoint
+		for _, p := range points {
+			if p.InSlice(name) {
+				in = append(in, p)
+			}
+		}
+		for _, m := range append(slices.Clone(ForecastMarks), 0) {
+			u, pr := ForecastErrors(in, m)
+			out = append(out, SliceError{Slice: name, Mark: m, Used: u, Profile: pr})
+		}
+	}
+	return out
 }

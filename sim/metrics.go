@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/shockwave-sched/shockwave/sim/workload"
 )
 
 // Result holds the metrics of one simulation (spec §6). Per-job lists are in
@@ -11,10 +13,17 @@ import (
 type Result struct {
 	Policy   string  `json:"policy"`
 	GPUs     int     `json:"gpus"`
+	Nodes    string  `json:"nodes,omitempty"` // the cluster (e.g. "4x8") when not one node
 	Jobs     int     `json:"jobs"`
 	Makespan float64 `json:"makespan_s"`
 	AvgJCT   float64 `json:"avg_jct_s"`
 	Rounds   int     `json:"rounds"`
+
+	// Cancelled and Crashed count the jobs that ended early (Config.Noise);
+	// the JCT and ρ metrics cover the jobs that completed (their FTF
+	// entries are 0).
+	Cancelled int `json:"cancelled,omitempty"`
+	Crashed   int `json:"crashed,omitempty"`
 
 	WorstFTF       float64 `json:"worst_ftf"`
 	WorstFTFThemis float64 `json:"worst_ftf_themis"`
@@ -44,6 +53,9 @@ type Result struct {
 	// Forecasts, with Config.Forecasts, holds each completed job's
 	// forecasts at ForecastMarks of its progress, by job then mark.
 	Forecasts []ForecastPoint `json:"forecasts,omitempty"`
+	// Profiles, with Config.RecordProfiles, is every job's realized
+	// profile in trace order (workload.WriteProfiles writes them).
+	Profiles []workload.Spec `json:"-"`
 
 	busy []float64
 }
@@ -72,9 +84,17 @@ func (r *run) finish() {
 	sum := 0.0
 	for i, j := range r.jobs {
 		res.JCT[i] = j.jct
+		switch j.early {
+		case workload.Cancelled:
+			res.Cancelled++
+			continue
+		case workload.Crashes:
+			res.Crashed++
+			continue
+		}
 		sum += j.jct
-		res.FTF[i] = RoundPy(j.jct/(j.prof.IsolatedSeconds*contention), 5)
-		res.FTFThemis[i] = RoundPy(j.jct/(j.prof.IsolatedSeconds*r.themisFactor(j)), 5)
+		res.FTF[i] = RoundPy(j.jct/(j.iso*contention), 5)
+		res.FTFThemis[i] = RoundPy(j.jct/(j.iso*r.themisFactor(j)), 5)
 		if res.FTF[i] > 1.05 {
 			res.UnfairPct105++
 		}
@@ -82,9 +102,10 @@ func (r *run) finish() {
 			res.UnfairPct110++
 		}
 	}
-	res.AvgJCT = sum / n
-	res.UnfairPct105 = 100 * res.UnfairPct105 / n
-	res.UnfairPct110 = 100 * res.UnfairPct110 / n
+	done := n - float64(res.Cancelled+res.Crashed)
+	res.AvgJCT = sum / max(done, 1)
+	res.UnfairPct105 = 100 * res.UnfairPct105 / max(done, 1)
+	res.UnfairPct110 = 100 * res.UnfairPct110 / max(done, 1)
 	res.WorstFTF = slices.Max(res.FTF)
 	res.WorstFTFThemis = slices.Max(res.FTFThemis)
 	res.WorkerUtilization = make([]float64, r.cfg.GPUs)

@@ -82,12 +82,15 @@ func TestShockwave_MatchesOrBeatsReleasedRunOnEveryMetric(t *testing.T) {
 // TestShockwave_ScaleMarginsOverGavelAndThemis is the market issue's second
 // result: on the 220/64, 460/128 and 900/256 experiments Shockwave's
 // makespan is at least 1.25× better than Gavel's and Themis's, with a worst
-// ρ below both. About 20 s on two cores, so it runs when SHOCKWAVE_LONG=1.
+// ρ below both. The 64-GPU experiment runs in every `make test` (about 4 s
+// on two cores); the 128- and 256-GPU ones (about 20 s) when
+// SHOCKWAVE_LONG=1 (`make test-long`).
 func TestShockwave_ScaleMarginsOverGavelAndThemis(t *testing.T) {
+	exps := scaleExperiments
 	if os.Getenv("SHOCKWAVE_LONG") == "" {
-		t.Skip("long trace replay; set SHOCKWAVE_LONG=1 to run it")
+		exps = exps[:1]
 	}
-	for _, c := range scaleExperiments {
+	for _, c := range exps {
 		t.Run(c.trace, func(t *testing.T) {
 			config := fmt.Sprintf("shockwave-config-scale_%dgpus.json", c.gpus)
 			sw := runOriginal(t, c.trace, "wisr", c.gpus, "shockwave", config)

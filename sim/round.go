@@ -46,6 +46,9 @@ func (r *run) finishTask(j *simJob, prevStart float64) error {
 		return nil // a failed micro-task: no progress to report (spec §3.3 step 2.4)
 	}
 	st := j.st
+	if r.cfg.RecordProfiles {
+		j.recordEpochs(n, j.speedNow)
+	}
 	st.Done += n
 	j.exec += eps
 	for _, w := range j.workers {
@@ -60,8 +63,14 @@ func (r *run) finishTask(j *simJob, prevStart float64) error {
 		return nil
 	}
 	done := st.TotalSteps-st.Done <= 0
+	if !done {
+		if ended, err := r.endEarly(j); ended || err != nil {
+			return err
+		}
+	}
 	if st.Grow || st.Shrink {
 		if st.Rescale(j.spec, r.cfg.Throughputs) {
+			j.changes++
 			if _, err := r.send(j, protocol.EventBatchSize, 0, 0); err != nil {
 				return err
 			}
@@ -109,12 +118,18 @@ func (r *run) end(j *simJob, finish float64) {
 }
 
 // setFlags evaluates every active job's adaptation rules (spec §3.3 step 3).
-func (r *run) setFlags() {
+func (r *run) setFlags() error {
 	for _, j := range r.jobs {
 		if j.started && !j.ended {
 			j.st.SetFlags(j.spec)
+			if j.spec.Profile != nil {
+				if err := r.adoptProfile(j); err != nil {
+					return err
+				}
+			}
 		}
 	}
+	return nil
 }
 
 // admit registers every job that has arrived by now, in trace order.
@@ -128,6 +143,8 @@ func (r *run) admit() error {
 		}
 		j.started = true
 		j.admitRound = r.round
+		j.firstOfRecipe = r.admitted[j.recipe()] == 0
+		r.admitted[j.recipe()]++
 	}
 	return nil
 }
@@ -139,7 +156,7 @@ func (j *simJob) register() protocol.Register {
 	return protocol.Register{
 		V: protocol.Version, Job: j.id, Name: sp.JobType, Model: sp.Model, Mode: string(sp.Mode),
 		Workers: sp.ScaleFactor, BatchSize: sp.BatchSize, DatasetSize: workload.DatasetSize(sp.Model),
-		TotalSteps: sp.TotalSteps, Priority: sp.PriorityWeight, Throughput: j.st.Throughput,
+		TotalSteps: sp.TotalSteps, Priority: sp.PriorityWeight, Throughput: j.thr0, // nominal: a job cannot know its draws
 		SubmitTime: sp.Arrival, IsolatedSeconds: j.prof.IsolatedSeconds,
 		Schedule: &protocol.Schedule{BatchSizes: j.prof.BatchSizes, EpochSeconds: j.prof.EpochSeconds},
 	}
@@ -167,6 +184,9 @@ func (r *run) schedule() ([]*simJob, error) {
 		switch l.Action {
 		case protocol.Exit:
 			if !j.ended {
+				if j.crashed {
+					j.early, j.marks = workload.Crashes, nil
+				}
 				r.end(j, j.lastFinish) // failed leases (spec §3.5)
 			}
 		case protocol.Run:
@@ -194,11 +214,16 @@ func (r *run) schedule() ([]*simJob, error) {
 
 func (r *run) dispatch(j *simJob, l *protocol.Lease) {
 	st := j.st
-	n := min(int64(st.Throughput*r.cfg.RoundSeconds), st.TotalSteps-st.Done)
+	v := st.Throughput * j.real.RoundFactor() // this round's speed
+	n := min(int64(v*r.cfg.RoundSeconds), st.TotalSteps-st.Done)
+	if j.crashed {
+		n = 0 // a crashed job holds its lease and does nothing
+	}
 	j.n = n
+	j.speedNow = v
 	j.finish = r.now
-	if st.Throughput > 0 {
-		j.finish += math.Max(0, float64(n)/st.Throughput)
+	if v > 0 {
+		j.finish += math.Max(0, float64(n)/v)
 	}
 	j.extension = l.Extension
 	j.workers = l.Workers

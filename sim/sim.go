@@ -10,6 +10,7 @@ import (
 	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/sim/workload"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // Constants of the simulated cluster (spec §3.3).
@@ -23,9 +24,13 @@ const (
 
 // Config describes one simulation run.
 type Config struct {
-	Jobs         []workload.Spec
-	Throughputs  *workload.Throughputs
-	GPUs         int
+	Jobs        []workload.Spec
+	Throughputs *workload.Throughputs
+	GPUs        int
+	// Cluster places gangs on nodes (package topology; coordinator doc,
+	// "Nodes and placement"). Empty: one node of GPUs, the flat pool. With
+	// a cluster GPUs may be 0 (its total) or must equal that total.
+	Cluster      topology.Cluster
 	RoundSeconds float64 // Δ, default 120
 	Policy       string  // a policy name or alias (package policy)
 	Options      policy.Options
@@ -39,6 +44,12 @@ type Config struct {
 	// Forecasts, when set, samples the policy's remaining-time forecasts
 	// at ForecastMarks of each job's progress into Result.Forecasts.
 	Forecasts bool
+	// Noise makes the workload stochastic (package workload); the zero
+	// value keeps the deterministic model.
+	Noise workload.Noise
+	// RecordProfiles fills Result.Profiles with each job's realized
+	// per-epoch batch size and throughput (workload.WriteProfiles).
+	RecordProfiles bool
 }
 
 type simJob struct {
@@ -64,6 +75,19 @@ type simJob struct {
 	exec     float64         // execution seconds so far
 	nextMark int             // next ForecastMarks index to sample
 	marks    []ForecastPoint // sampled, awaiting the truth
+
+	real    *workload.Realization // the job's draws (nil: deterministic)
+	iso     float64               // its realized isolated run time (ρ's denominator)
+	thr0    float64               // the table's throughput at bs0: what it declares
+	early   workload.Ending       // how it ended early (RunsToEnd: it did not)
+	crashed bool                  // it fails every lease from now on
+
+	changes       int  // batch-size changes so far
+	firstOfRecipe bool // no job of its recipe was admitted before it
+
+	speedNow float64   // the speed of the micro-task in flight
+	recBS    []int     // realized batch size per epoch (RecordProfiles)
+	recThr   []float64 // realized throughput per epoch
 }
 
 type run struct {
@@ -77,12 +101,24 @@ type run struct {
 	next      int // next trace job to arrive
 	res       *Result
 	prevRun   map[string][]int // workers of each job in the previous round
+	admitted  map[string]int   // jobs admitted per recipe
+	finished  map[string]int   // jobs completed per recipe
 }
 
 // Run simulates cfg and returns its metrics.
 func Run(cfg Config) (*Result, error) {
 	if cfg.RoundSeconds == 0 {
 		cfg.RoundSeconds = coordinator.DefaultRoundSeconds
+	}
+	if len(cfg.Cluster.Nodes) > 0 {
+		if err := cfg.Cluster.Validate(); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		if total := cfg.Cluster.GPUs(); cfg.GPUs == 0 {
+			cfg.GPUs = total
+		} else if cfg.GPUs != total {
+			return nil, fmt.Errorf("sim: %d GPUs, the cluster has %d", cfg.GPUs, total)
+		}
 	}
 	if cfg.GPUs <= 0 {
 		return nil, fmt.Errorf("sim: GPU count must be positive, got %d", cfg.GPUs)
@@ -97,14 +133,21 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	core, err := coordinator.NewCore(coordinator.Config{GPUs: cfg.GPUs, RoundSeconds: cfg.RoundSeconds}, pol)
+	core, err := coordinator.NewCore(coordinator.Config{GPUs: cfg.GPUs, Cluster: cfg.Cluster, RoundSeconds: cfg.RoundSeconds}, pol)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, core: core, byID: map[string]*simJob{}, prevRun: map[string][]int{}}
+	r := &run{cfg: cfg, core: core, byID: map[string]*simJob{}, prevRun: map[string][]int{},
+		admitted: map[string]int{}, finished: map[string]int{}}
 	r.res = &Result{Policy: pol.Name(), GPUs: cfg.GPUs, Jobs: len(cfg.Jobs), busy: make([]float64, cfg.GPUs)}
+	if len(cfg.Cluster.Nodes) > 1 {
+		r.res.Nodes = cfg.Cluster.String()
+	}
+	if err := cfg.Noise.Validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	for i, sp := range cfg.Jobs {
-		j, err := newSimJob(sp, cfg.Throughputs)
+		j, err := newSimJob(sp, cfg.Throughputs, cfg.Noise)
 		if err != nil {
 			return nil, fmt.Errorf("sim: job %d (%s): %w", i, sp.JobType, err)
 		}
@@ -116,10 +159,13 @@ func Run(cfg Config) (*Result, error) {
 	}
 	r.finish()
 	r.res.sortForecasts()
+	if cfg.RecordProfiles {
+		r.res.Profiles = r.exportProfiles()
+	}
 	return r.res, nil
 }
 
-func newSimJob(sp workload.Spec, thr *workload.Throughputs) (*simJob, error) {
+func newSimJob(sp workload.Spec, thr *workload.Throughputs, noise workload.Noise) (*simJob, error) {
 	prof, err := workload.NewProfile(sp, thr)
 	if err != nil {
 		return nil, err
@@ -128,7 +174,12 @@ func newSimJob(sp workload.Spec, thr *workload.Throughputs) (*simJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1}, nil
+	j := &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1,
+		iso: prof.IsolatedSeconds, thr0: st.Throughput}
+	if err := j.realize(noise, thr); err != nil {
+		return nil, err
+	}
+	return j, nil
 }
 
 // loop runs rounds until every job completed (spec §3.3).
@@ -151,7 +202,12 @@ func (r *run) loop() error {
 		if r.completed == len(r.jobs) {
 			break
 		}
-		r.setFlags()
+		if err := r.setFlags(); err != nil {
+			return err
+		}
+		if r.completed == len(r.jobs) {
+			break
+		}
 		if err := r.admit(); err != nil {
 			return err
 		}
@@ -191,11 +247,11 @@ func (r *run) activeCount() int {
 // be built. Errors name the trace line (job id + 1) and field.
 func CheckWorkload(jobs []workload.Spec, thr *workload.Throughputs) error {
 	for _, sp := range jobs {
-		if v, ok := thr.Lookup(sp.JobType, sp.ScaleFactor); !ok || !(v > 0) {
+		if v, ok := thr.Lookup(sp.JobType, sp.ScaleFactor); sp.Profile == nil && (!ok || !(v > 0)) {
 			return fmt.Errorf("trace line %d: field 1 (job_type): no positive throughput for %q on %d GPUs in the %s table",
 				sp.ID+1, sp.JobType, sp.ScaleFactor, thr.Name())
 		}
-		if _, err := newSimJob(sp, thr); err != nil {
+		if _, err := newSimJob(sp, thr, workload.Noise{}); err != nil {
 			return fmt.Errorf("trace line %d: %w", sp.ID+1, err)
 		}
 	}

@@ -64,6 +64,8 @@ int main(void) {
            offsetof(shockwave_control, lease), offsetof(shockwave_control, batch_size),
            offsetof(shockwave_control, lease_seq), offsetof(shockwave_control, steps),
            offsetof(shockwave_control, active));
+    printf("gate %zu\nrank %zu\nworld %zu\n", offsetof(shockwave_control, gate),
+           offsetof(shockwave_control, rank), offsetof(shockwave_control, world));
     printf("%s\n", fails ? "FAILED" : "PASS");
     return fails != 0;
 }

@@ -37,9 +37,35 @@ var signalContext = func() (context.Context, context.CancelFunc) {
 
 type coordFlags struct {
 	listen, natsURL, natsCreds, dataDir, policy, config, http, prefix string
-	auth, token, tokenFile, logFormat, logLevel                       string
+	auth, token, tokenFile, logFormat, logLevel, info                 string
+	nodes, cluster                                                    string
 	gpus, maxMessage, replicas                                        int
 	round, jobTimeout, leaseGrace                                     time.Duration
+	agentTimeout                                                      time.Duration
+	agents                                                            bool
+	reallocate                                                        bool
+	durability                                                        durabilityFlags
+}
+
+// durabilityFlags are the snapshot and recovery settings (docs/durability.md).
+type durabilityFlags struct {
+	recover        bool
+	snapshotRounds int
+	logMaxBytes    int64
+}
+
+func (d *durabilityFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&d.recover, "recover-from-snapshot", false, "start from the newest good snapshot when the log or the snapshots are damaged, discarding what was lost (logged); without it a damaged log stops the coordinator")
+	fs.IntVar(&d.snapshotRounds, "snapshot-rounds", coordinator.DefaultSnapshotRounds, "snapshot the state and compact the log every this many rounds")
+	fs.Int64Var(&d.logMaxBytes, "log-max-bytes", 0, "refuse new log records past this size (0: no limit; the log is compacted behind snapshots)")
+}
+
+func (d *durabilityFlags) apply(cfg *coordinator.ServiceConfig) error {
+	if d.snapshotRounds < 1 || d.logMaxBytes < 0 {
+		return badInput("--snapshot-rounds must be at least 1 and --log-max-bytes non-negative")
+	}
+	cfg.Recover, cfg.SnapshotRounds, cfg.LogMaxBytes = d.recover, d.snapshotRounds, d.logMaxBytes
+	return nil
 }
 
 func (f *coordFlags) register(fs *flag.FlagSet) {
@@ -47,14 +73,20 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.natsURL, "nats-url", "", "connect to this NATS cluster instead of embedding a server")
 	fs.StringVar(&f.natsCreds, "nats-creds", "", "credentials `FILE` for --nats-url")
 	fs.StringVar(&f.dataDir, "data-dir", "./shockwave-data", "JetStream storage and credentials of the embedded server")
-	fs.IntVar(&f.gpus, "gpus", 0, "number of GPUs to schedule (required)")
+	fs.IntVar(&f.gpus, "gpus", 0, "number of GPUs to schedule: one node, node-0 (or --nodes, --cluster)")
+	fs.StringVar(&f.nodes, "nodes", "", "`NxK`: N nodes of K GPUs each, named node-0… (instead of --gpus)")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster description `FILE` (JSON: nodes with name, gpus, type; instead of --gpus)")
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length (at least 1s)")
 	fs.StringVar(&f.policy, "policy", "shockwave", "allocation policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (JSON, e.g. the original's Shockwave config)")
-	fs.StringVar(&f.http, "http", "", "serve /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off)")
+	fs.StringVar(&f.info, "info", "", "what Shockwave's forecasts may read: `online` (events only; the default) or profile (each job's declared schedule); overrides the config's info key")
+	fs.BoolVar(&f.reallocate, "reallocate-on-change", true, "Gavel-round baselines (gavel, themis, allox, mst, ossp): re-allocate as soon as jobs arrive or leave while GPUs are idle, not at most every 1,000 s as in the original")
+	fs.StringVar(&f.http, "http", "", "serve the live web view (/), /api/state, /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off; no authentication)")
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", 0, "added to a lease's end to form its expiry (default a quarter round)")
+	fs.BoolVar(&f.agents, "agents", false, "the cluster is the set of live node agents (shockwave agent); --gpus may then be 0")
+	fs.DurationVar(&f.agentTimeout, "agent-timeout", coordinator.DefaultAgentTimeout, "a node whose agent sends no heartbeat for this long leaves the cluster")
 	fs.IntVar(&f.maxMessage, "max-message", protocol.DefaultMaxMessageBytes, "size limit of one message, in bytes")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of the log stream and snapshot bucket (clustered NATS)")
 	fs.StringVar(&f.auth, "auth", "none", "embedded server authentication: none, token or creds")
@@ -62,6 +94,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the shared token from `FILE`")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.durability.register(fs)
 }
 
 func runCoordinator(args []string, _, stderr io.Writer) error {
@@ -82,10 +115,11 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 	scfg.Logger = &log
 	ctx, stop := signalContext()
 	defer stop()
-	nc, shutdown, err := f.connect(&log, mode)
+	nc, shutdown, auth, err := f.connect(&log, mode)
 	if err != nil {
 		return err
 	}
+	scfg.Authority = auth
 	defer shutdown()
 	defer nc.Close()
 	reg := prometheus.NewRegistry()
@@ -96,6 +130,9 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 		return usageError{err}
 	}
 	if f.http != "" {
+		if !coordinator.IsLoopback(f.http) {
+			log.Warn().Str("http", f.http).Msg("the web view, /api/state and /metrics are read-only but unauthenticated: anyone who reaches this address sees job names, models and the plan")
+		}
 		srv, err := serveHTTP(f.http, coordinator.Handler(reg, svc), &log)
 		if err != nil {
 			return err
@@ -107,7 +144,8 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 		}()
 	}
 	cfg := svc.Config()
-	log.Info().Str("policy", cfg.Policy).Int("gpus", cfg.Core.GPUs).Float64("round_s", cfg.Core.RoundSeconds).
+	log.Info().Str("policy", cfg.Policy).Int("gpus", cfg.Core.GPUs).Str("cluster", cfg.Core.Cluster.String()).Float64("round_s", cfg.Core.RoundSeconds).
+		Bool("reallocate_on_change", cfg.PolicyOptions.ReallocateOnChange).
 		Float64("job_timeout_s", cfg.Core.JobTimeoutSeconds).Str("prefix", cfg.Prefix).Msg("coordinator starting")
 	err = svc.Run(ctx)
 	log.Info().Msg("coordinator stopped")
@@ -117,15 +155,21 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 // validate checks the flags and builds the service configuration.
 func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode, error) {
 	var cfg coordinator.ServiceConfig
+	cluster, err := clusterFlags(f.nodes, f.cluster, f.gpus != 0)
+	if err != nil {
+		return cfg, "", err
+	}
 	switch {
-	case f.gpus <= 0:
-		return cfg, "", badInput("--gpus: GPU count must be positive, got %d", f.gpus)
+	case f.gpus < 0 || (len(cluster.Nodes) == 0 && f.gpus == 0 && !f.agents):
+		return cfg, "", badInput("--gpus: GPU count must be positive, got %d (or give --nodes NxK, --cluster FILE or --agents)", f.gpus)
 	case f.round < time.Second || f.round > 24*time.Hour:
 		return cfg, "", badInput("--round: %v out of range [1s, 24h]", f.round)
 	case f.jobTimeout < 0 || (f.jobTimeout > 0 && f.jobTimeout < f.round):
 		return cfg, "", badInput("--job-timeout: %v must be at least one round (%v)", f.jobTimeout, f.round)
 	case f.leaseGrace < 0 || f.leaseGrace > f.round:
 		return cfg, "", badInput("--lease-grace: %v out of range [0, %v]", f.leaseGrace, f.round)
+	case f.agentTimeout < 100*time.Millisecond:
+		return cfg, "", badInput("--agent-timeout: %v is shorter than 100ms", f.agentTimeout)
 	case f.maxMessage < 1024 || f.maxMessage > 64<<20:
 		return cfg, "", badInput("--max-message: %d out of range [1024, %d]", f.maxMessage, 64<<20)
 	case f.replicas < 1 || f.replicas > 5:
@@ -147,18 +191,15 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	if err != nil {
 		return cfg, "", usageError{err}
 	}
-	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas,
-		Core: coordinator.Config{GPUs: f.gpus, RoundSeconds: f.round.Seconds(),
+	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
+		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
-	if f.config != "" {
-		raw, err := os.ReadFile(f.config)
-		if err != nil {
-			return cfg, "", badInput("--config: %v", err)
-		}
-		if !json.Valid(raw) {
-			return cfg, "", badInput("--config: %s is not valid JSON", f.config)
-		}
-		cfg.PolicyOptions.Config = json.RawMessage(raw)
+	if err := f.durability.apply(&cfg); err != nil {
+		return cfg, "", err
+	}
+	cfg.PolicyOptions.ReallocateOnChange = f.reallocate && policy.UsesGavelRound(name)
+	if err := f.policyConfig(&cfg, name); err != nil {
+		return cfg, "", err
 	}
 	if f.tokenFile != "" {
 		raw, err := os.ReadFile(f.tokenFile)
@@ -176,9 +217,46 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	return cfg, mode, nil
 }
 
+// policyConfig reads --config and applies --info to it.
+func (f *coordFlags) policyConfig(cfg *coordinator.ServiceConfig, name string) error {
+	var raw []byte
+	if f.config != "" {
+		var err error
+		if raw, err = os.ReadFile(f.config); err != nil {
+			return badInput("--config: %v", err)
+		}
+		if !json.Valid(raw) {
+			return badInput("--config: %s is not valid JSON", f.config)
+		}
+		cfg.PolicyOptions.Config = json.RawMessage(raw)
+	}
+	if f.info == "" {
+		return nil
+	}
+	if f.info != policy.InfoOnline && f.info != policy.InfoProfile {
+		return badInput("--info: unknown mode %q (want online or profile)", f.info)
+	}
+	if name != "shockwave" {
+		return badInput("--info: only the shockwave policy forecasts (policy %s)", name)
+	}
+	keys := map[string]json.RawMessage{}
+	if raw != nil {
+		if err := json.Unmarshal(raw, &keys); err != nil {
+			return badInput("--config: %s is not a JSON object: %v", f.config, err)
+		}
+	}
+	keys["info"], _ = json.Marshal(f.info)
+	merged, _ := json.Marshal(keys)
+	if _, err := policy.ParseShockwaveConfig(merged); err != nil {
+		return badInput("--config: %s: %v", f.config, err)
+	}
+	cfg.PolicyOptions.Config = json.RawMessage(merged)
+	return nil
+}
+
 // connect embeds a server or dials the cluster; shutdown stops what it
-// started.
-func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*nats.Conn, func(), error) {
+// started. In creds mode it returns the credentials authority.
+func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*nats.Conn, func(), *coordinator.Authority, error) {
 	if f.natsURL != "" {
 		opts := []nats.Option{nats.Name("shockwave-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second)}
 		if f.natsCreds != "" {
@@ -189,10 +267,10 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 		}
 		nc, err := nats.Connect(f.natsURL, opts...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to %s: %w", f.natsURL, err)
+			return nil, nil, nil, fmt.Errorf("connecting to %s: %w", f.natsURL, err)
 		}
 		log.Info().Str("url", f.natsURL).Msg("connected to NATS")
-		return nc, func() {}, nil
+		return nc, func() {}, nil, nil
 	}
 	if mode == coordinator.AuthNone && !coordinator.IsLoopback(f.listen) {
 		log.Warn().Str("listen", f.listen).Msg("no authentication on a non-loopback address: anyone who reaches it can register jobs and publish events; use --auth token or --auth creds")
@@ -200,7 +278,7 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	emb, err := coordinator.StartEmbedded(coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir,
 		Auth: mode, Token: f.token, Prefix: f.prefix, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	log.Info().Str("url", emb.ClientURL()).Str("data_dir", f.dataDir).Str("auth", string(mode)).Msg("embedded NATS with JetStream started")
 	if mode == coordinator.AuthCreds {
@@ -210,9 +288,9 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	nc, err := emb.Connect()
 	if err != nil {
 		emb.Shutdown()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return nc, emb.Shutdown, nil
+	return nc, emb.Shutdown, emb.Authority(), nil
 }
 
 func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
@@ -221,7 +299,8 @@ func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, badInput("--log-level: unknown level %q", level)
 	}
 	if format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		// Colours only on a terminal: a file or a pipe gets plain text.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !isTerminal(w)}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
@@ -237,6 +316,6 @@ func serveHTTP(addr string, h http.Handler, log *zerolog.Logger) (*http.Server, 
 			log.Error().Err(err).Msg("http server")
 		}
 	}()
-	log.Info().Str("addr", ln.Addr().String()).Msg("serving /metrics and /healthz")
+	log.Info().Str("addr", ln.Addr().String()).Str("web_view", "http://"+ln.Addr().String()+"/").Msg("serving the web view, /api/state, /metrics and /healthz")
 	return srv, nil
 }

@@ -29,6 +29,13 @@ func TestCoordinator_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
 		{"bad policy config", []string{"--gpus", "2", "--config", badJSON}, "--config"},
 		{"auth with an external cluster", []string{"--gpus", "2", "--nats-url", "nats://x:1", "--auth", "creds"}, "--auth"},
 		{"stray argument", []string{"--gpus", "2", "extra"}, "extra"},
+		{"gpus and nodes", []string{"--gpus", "2", "--nodes", "2x2"}, "--gpus"},
+		{"nodes and cluster", []string{"--nodes", "2x2", "--cluster", badJSON}, "--nodes and --cluster"},
+		{"bad nodes", []string{"--nodes", "2y2"}, "--nodes"},
+		{"zero nodes", []string{"--nodes", "0x8"}, "--nodes"},
+		{"bad cluster file", []string{"--cluster", badJSON}, "--cluster"},
+		{"missing cluster file", []string{"--cluster", "/nonexistent/c.json"}, "--cluster"},
+		{"duplicate node names", []string{"--cluster", writeFile(t, "dup.json", `{"nodes":[{"name":"a","gpus":2},{"name":"a","gpus":2}]}`)}, "used twice"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -28,7 +28,8 @@ func runCreds(args []string, stdout, stderr io.Writer) error {
 	dataDir := fs.String("data-dir", "./shockwave-data", "data directory of a coordinator run with --auth creds")
 	prefix := fs.String("prefix", protocol.DefaultPrefix, "subject prefix of the coordinator")
 	expires := fs.Duration("expires", 0, "validity of the credentials (default: no expiry)")
-	admin := fs.Bool("admin", false, "issue operator credentials that may read the status subject, named NAME")
+	admin := fs.Bool("admin", false, "issue operator credentials that may read status, submit and cancel, named NAME")
+	agentNode := fs.Bool("agent", false, "issue the credentials of the node agent of node NAME")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -55,9 +56,14 @@ func runCreds(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var creds []byte
-	if *admin {
+	switch {
+	case *admin && *agentNode:
+		return badInput("--admin and --agent exclude each other")
+	case *agentNode:
+		creds, err = auth.IssueAgent(subj, name, *expires)
+	case *admin:
 		creds, err = auth.IssueAdmin(subj, name, *expires)
-	} else {
+	default:
 		creds, err = auth.IssueJob(subj, name, *expires)
 	}
 	if err != nil {

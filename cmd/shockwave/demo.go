@@ -39,6 +39,9 @@ type demoFlags struct {
 // through the Go SDK over that connection, prints a line per round, and
 // ends with a summary.
 func runDemo(args []string, stdout, stderr io.Writer) error {
+	if slices.ContainsFunc(args, func(a string) bool { return a == "--nodes" || a == "-nodes" || strings.HasPrefix(a, "--nodes=") }) {
+		return runClusterDemo(args, stdout, stderr) // clusterdemo.go
+	}
 	var f demoFlags
 	fs := newFlags("demo", stderr)
 	fs.IntVar(&f.jobs, "jobs", 6, "number of synthetic jobs (gns, accordion and static schedules, in turn)")
@@ -86,8 +89,11 @@ func demo(f demoFlags, out io.Writer) error {
 		return err
 	}
 	defer nc.Close()
+	// A live coordinator: the Gavel-round baselines re-allocate on change,
+	// as `shockwave coordinator` does by default.
 	svc, err := coordinator.NewService(nc, coordinator.ServiceConfig{Policy: f.policy,
-		Core: coordinator.Config{GPUs: f.gpus, RoundSeconds: f.round.Seconds()}})
+		PolicyOptions: policy.Options{ReallocateOnChange: true},
+		Core:          coordinator.Config{GPUs: f.gpus, RoundSeconds: f.round.Seconds()}})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,9 @@ func TestSimulate_BadInputIsOneLineAndExitCode2(t *testing.T) {
 		{"missing trace file", []string{"--trace", "/nonexistent/x.trace"}, []string{"x.trace"}},
 		{"bad format", []string{"--format", "xml"}, []string{"xml"}},
 		{"bad config", []string{"--config", badJSON}, []string{"--config"}},
+		{"gpus and nodes", []string{"--gpus", "8", "--nodes", "2x4"}, []string{"--gpus", "--nodes"}},
+		{"bad nodes", []string{"--nodes", "4"}, []string{"--nodes", "NxK"}},
+		{"bad cluster", []string{"--cluster", badJSON}, []string{"--cluster"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,6 +93,30 @@ func TestSimulate_JSONHasTheContractShape(t *testing.T) {
 		if _, ok := doc.Results[0][k]; !ok {
 			t.Errorf("missing field %q", k)
 		}
+	}
+}
+
+// TestSimulate_NodesFlagPlacesOnNodes: --nodes and --cluster run on that
+// cluster and the JSON names it; one node of N (--nodes 1xN) gives exactly
+// the flat pool's results.
+func TestSimulate_NodesFlagPlacesOnNodes(t *testing.T) {
+	args := []string{"simulate", "--generate", "30", "--seed", "5", "--policy", "gavel", "--format", "json"}
+	code, flat, errOut := runCLI(append(args, "--gpus", "8")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	code, one, errOut := runCLI(append(args, "--nodes", "1x8")...)
+	if code != 0 || one != flat {
+		t.Fatalf("--nodes 1x8 (exit %d, %s) differs from --gpus 8:\n%s\n%s", code, errOut, one, flat)
+	}
+	code, four, errOut := runCLI(append(args, "--nodes", "4x2")...)
+	if code != 0 || !strings.Contains(four, `"nodes":"4x2"`) || !strings.Contains(four, `"gpus":8`) {
+		t.Fatalf("--nodes 4x2: exit %d, %s\n%s", code, errOut, four)
+	}
+	file := writeFile(t, "cluster.json", `{"nodes":[{"name":"a","gpus":8,"type":"v100"},{"name":"b","gpus":4}]}`)
+	code, mixed, errOut := runCLI(append(args, "--cluster", file)...)
+	if code != 0 || !strings.Contains(mixed, `"nodes":"a:8:v100,b:4"`) || !strings.Contains(mixed, `"gpus":12`) {
+		t.Fatalf("--cluster: exit %d, %s\n%s", code, errOut, mixed)
 	}
 }
 

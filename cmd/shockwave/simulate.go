@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -27,30 +29,38 @@ func init() {
 
 type simFlags struct {
 	trace, throughputs, policies, config, format, plot string
-	dump, info, forecasts                              string
+	dump, info, forecasts, nodes, cluster, export      string
 	gpus, generate                                     int
 	seed                                               uint64
+	arrivalGap                                         float64
 	round                                              time.Duration
-	compat                                             bool
+	compat, reallocate                                 bool
+	noise                                              noiseFlags
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
 	var f simFlags
 	fs := newFlags("simulate", stderr)
-	fs.StringVar(&f.trace, "trace", "", "trace `FILE` in the original's 12-field TAB-separated format (default: a generated trace)")
+	fs.StringVar(&f.trace, "trace", "", "trace `FILE` in the original's 12-field TAB-separated format, or per-job profiles in JSON Lines (*.jsonl) (default: a generated trace)")
+	fs.StringVar(&f.export, "export-profiles", "", "write each job's realized per-epoch batch size and throughput (of the first policy's run) into `FILE` (JSON Lines, readable by --trace)")
 	fs.StringVar(&f.throughputs, "throughputs", "tacc", "throughput table: the built-in `tacc` or `wisr`, or a FILE in the original JSON format")
-	fs.IntVar(&f.gpus, "gpus", 32, "number of GPUs")
+	fs.IntVar(&f.gpus, "gpus", 32, "number of GPUs: one node, the flat pool")
+	fs.StringVar(&f.nodes, "nodes", "", "`NxK`: N nodes of K GPUs each (instead of --gpus)")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster description `FILE` (JSON: nodes with name, gpus, type; instead of --gpus)")
 	fs.StringVar(&f.policies, "policy", "", "comma-separated `LIST` of policies (default: all); aliases of the original scripts are accepted")
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (the original's Shockwave JSON config)")
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length")
 	fs.IntVar(&f.generate, "generate", 120, "generate a trace of `N` jobs (spec §1 process) when no --trace is given")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the generated trace, or of the pollux policy on Pollux workloads")
+	fs.Float64Var(&f.arrivalGap, "arrival-gap", 40, "mean gap between the generated trace's arrivals, in `SECONDS` (exponential)")
 	fs.StringVar(&f.format, "format", "table", "output format: table or json")
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
 	fs.StringVar(&f.dump, "dump-instances", "", "write every market instance the shockwave policy solves into `DIR` (read them with shockwave solve)")
 	fs.BoolVar(&f.compat, "compat", false, "reproduce the original simulator's bugs (README: compatibility mode)")
+	fs.BoolVar(&f.reallocate, "reallocate-on-change", false, "Gavel-round baselines re-allocate as soon as jobs arrive or leave while GPUs are idle (a live coordinator's default; off here, like the original)")
 	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
 	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
+	f.noise.register(fs)
 	pf := addPolluxFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -60,7 +70,9 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	} else if ok {
 		return simulatePollux(&f, pf, stdout, stderr)
 	}
-	cfg, err := f.load()
+	gpusSet := false
+	fs.Visit(func(fl *flag.Flag) { gpusSet = gpusSet || fl.Name == "gpus" })
+	cfg, err := f.load(gpusSet)
 	if err != nil {
 		return err
 	}
@@ -73,6 +85,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	cfg.RecordProfiles = f.export != ""
 	if f.forecasts != "" {
 		if !slices.Contains(names, "shockwave") {
 			return badInput("--forecast-report: needs the shockwave policy in --policy")
@@ -92,6 +105,11 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.export != "" {
+		if err := writeProfiles(f.export, results[0], stderr); err != nil {
+			return err
+		}
+	}
 	if f.plot != "" {
 		if err := report.Plot(f.plot, results); err != nil {
 			return err
@@ -100,13 +118,19 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.forecasts != "" {
 		i := slices.Index(names, "shockwave")
-		return writeForecastReport(f.forecasts, f.info, results[i], stdout)
+		// With --format json stdout holds the one JSON document; the
+		// summary table goes to stderr (the file has it too).
+		w := stdout
+		if f.format == "json" {
+			w = stderr
+		}
+		return writeForecastReport(f.forecasts, f.info, results[i], w)
 	}
 	return nil
 }
 
 // load validates the flags and builds the simulation inputs.
-func (f *simFlags) load() (sim.Config, error) {
+func (f *simFlags) load(gpusSet bool) (sim.Config, error) {
 	var cfg sim.Config
 	if f.format != "table" && f.format != "json" {
 		return cfg, badInput("--format: unknown format %q (want table or json)", f.format)
@@ -126,6 +150,15 @@ func (f *simFlags) load() (sim.Config, error) {
 		return cfg, err
 	}
 	cfg = sim.Config{Jobs: jobs, Throughputs: thr, GPUs: f.gpus, RoundSeconds: f.round.Seconds(), Compat: f.compat}
+	if cfg.Cluster, err = clusterFlags(f.nodes, f.cluster, gpusSet); err != nil {
+		return cfg, err
+	}
+	if len(cfg.Cluster.Nodes) > 0 {
+		cfg.GPUs = cfg.Cluster.GPUs()
+	}
+	if cfg.Noise, err = f.noise.noise(); err != nil {
+		return cfg, err
+	}
 	sw := policy.DefaultShockwaveConfig()
 	if f.config != "" {
 		raw, err := os.ReadFile(f.config)
@@ -144,6 +177,7 @@ func (f *simFlags) load() (sim.Config, error) {
 	}
 	sw.Info = f.info
 	cfg.Options.Config = sw
+	cfg.Options.ReallocateOnChange = f.reallocate
 	if err := sim.CheckWorkload(jobs, thr); err != nil {
 		return cfg, usageError{err}
 	}
@@ -163,7 +197,7 @@ func loadThroughputs(name string) (*workload.Throughputs, error) {
 
 func (f *simFlags) jobs(thr *workload.Throughputs) ([]workload.Spec, error) {
 	if f.trace != "" {
-		jobs, err := workload.ReadTraceFile(f.trace)
+		jobs, err := readJobs(f.trace)
 		if err != nil {
 			return nil, usageError{err}
 		}
@@ -172,7 +206,10 @@ func (f *simFlags) jobs(thr *workload.Throughputs) ([]workload.Spec, error) {
 	if f.generate <= 0 {
 		return nil, badInput("--generate: job count must be positive, got %d", f.generate)
 	}
-	return workload.Generate(f.generate, f.seed, thr, workload.GenerateOptions{})
+	if !(f.arrivalGap > 0) || math.IsInf(f.arrivalGap, 0) {
+		return nil, badInput("--arrival-gap: mean gap must be a positive number of seconds, got %v", f.arrivalGap)
+	}
+	return workload.Generate(f.generate, f.seed, thr, workload.GenerateOptions{MeanInterArrival: f.arrivalGap})
 }
 
 // policyList resolves a comma-separated list of policy names.

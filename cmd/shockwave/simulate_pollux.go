@@ -22,14 +22,11 @@ var polluxOrder = []string{"pollux", "optimus", "tiresias", "shockwave", "gavel"
 
 // polluxFlags are the simulate flags of Pollux workloads.
 type polluxFlags struct {
-	nodes, apps, batch, published string
+	apps, batch, published string
 }
 
 func addPolluxFlags(fs *flag.FlagSet) *polluxFlags {
 	var p polluxFlags
-	// --nodes is shared with the node-aware flat simulator; when both land,
-	// keep one registration and read it here.
-	fs.StringVar(&p.nodes, "nodes", "", "cluster `NxK` (N nodes of K GPUs); default 16x4 for Pollux workloads")
 	fs.StringVar(&p.apps, "apps", "pollux", "application models of a Pollux workload: the built-in `pollux` tables")
 	fs.StringVar(&p.batch, "batch", "both", "on Pollux workloads, how the project's policies run jobs: `trace` (trace width and batch size), agent (trace width, the AdaptDL agent picks the batch size) or both")
 	fs.StringVar(&p.published, "published", "", "on Pollux workloads, a published-avg-jct.json `FILE` whose averages for this workload are printed beside ours")
@@ -101,10 +98,19 @@ func simulatePollux(f *simFlags, p *polluxFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	// --nodes and --cluster are simulate's; a Pollux workload defaults to
+	// the artifact's 16 nodes of 4 GPUs (--gpus, a flat pool, does not apply).
 	nodes := topology.Uniform(16, 4)
-	if p.nodes != "" {
-		if nodes, err = topology.ParseNodes(p.nodes); err != nil {
+	switch {
+	case f.nodes != "" && f.cluster != "":
+		return badInput("--nodes and --cluster: give one")
+	case f.nodes != "":
+		if nodes, err = topology.ParseNodes(f.nodes); err != nil {
 			return badInput("--nodes: %v", err)
+		}
+	case f.cluster != "":
+		if nodes, err = topology.Load(f.cluster); err != nil {
+			return badInput("--cluster: %v", err)
 		}
 	}
 	if _, err := pollux.NewCluster(nodes); err != nil {

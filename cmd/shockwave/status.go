@@ -80,26 +80,16 @@ func printStatus(w io.Writer, r *protocol.StatusReply) error {
 	if r.Recovering {
 		state = " · RECOVERING (replaying its log)"
 	}
-	fmt.Fprintf(w, "policy %s · %d GPUs · %gs rounds · next round %d · log record %d%s\n\n",
-		r.Policy, r.GPUs, r.RoundSeconds, r.Round, r.LogSeq, state)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tMODEL\tWORKERS\tBS\tSTEPS\tEPOCH\tSTEPS/S\tRUN TIME\tLAST RUN\tGPUS")
-	for _, j := range r.Jobs {
-		gpus := "-"
-		if len(j.GPUs) > 0 {
-			gpus = strings.Trim(fmt.Sprint(j.GPUs), "[]")
-		}
-		last := "-"
-		if j.LastRun >= 0 {
-			last = fmt.Sprint(j.LastRun)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%.3g\t%s\t%s\t%s\n", j.Job, j.State, j.Model, j.Workers,
-			j.BatchSize, j.StepsDone, j.TotalSteps, j.Epoch, j.Throughput,
-			(time.Duration(j.RunTime) * time.Second).String(), last, gpus)
+	where := ""
+	if len(r.Nodes) > 1 {
+		where = fmt.Sprintf(" on %d nodes", len(r.Nodes))
 	}
-	if err := tw.Flush(); err != nil {
+	fmt.Fprintf(w, "policy %s · %d GPUs%s · %gs rounds · next round %d · log record %d%s\n\n",
+		r.Policy, r.GPUs, where, r.RoundSeconds, r.Round, r.LogSeq, state)
+	if err := printJobs(w, r); err != nil {
 		return err
 	}
+	printReasons(w, r.Jobs)
 	if r.Plan == nil {
 		_, err := fmt.Fprintln(w, "\nno round scheduled yet")
 		return err
@@ -116,7 +106,7 @@ func printStatus(w io.Writer, r *protocol.StatusReply) error {
 	if r.Plan.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", r.Plan.Note)
 	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tRUN\tSHARE\tROUNDS\tFORECAST\tP10–P90\tPRIOR\tBATCH\tP(CHANGE)\tFAIR FINISH\tρ\tWHY NOT")
 	for _, e := range r.Plan.Explain {
 		band := "-"
@@ -125,9 +115,77 @@ func printStatus(w io.Writer, r *protocol.StatusReply) error {
 		}
 		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%d\t%s\t%s\t%s\t%s\t%.2f\t%s\t%.2f\t%s\n", e.Job, e.Run, e.Share, e.PlannedRounds,
 			secs(e.ForecastRemaining), band, dash(e.ForecastPrior), count(e.Regime), e.ChangeProb,
-			secs(e.FairShareFinish), e.ProjectedRho, e.Reason)
+			fairFinish(e.FairShareFinish, r.Now), e.ProjectedRho, e.Reason)
 	}
 	return tw.Flush()
+}
+
+const jobHeader = "JOB\tSTATE\tMODEL\tWORKERS\tBS\tSTEPS\tEPOCH\tSTEPS/S\tRUN TIME\tLAST RUN\tGPUS\tDEVICES"
+
+// printJobs writes the job table grouped by node: each node's heading
+// (GPUs, type, devices in use) and the jobs holding devices there, with
+// their cluster-wide ids and local device indices on that node (a gang
+// spanning nodes is listed under each), then the jobs that hold none.
+// A reply without nodes (an older coordinator) is one table.
+func printJobs(w io.Writer, r *protocol.StatusReply) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(r.Nodes) == 0 {
+		fmt.Fprintln(tw, "  "+jobHeader)
+		for _, j := range r.Jobs {
+			jobRow(tw, j, "")
+		}
+		return tw.Flush()
+	}
+	placed := map[string]bool{}
+	for _, n := range r.Nodes {
+		label := fmt.Sprintf("%s · %d GPUs", n.Name, n.GPUs)
+		if n.Type != "" {
+			label += " · " + n.Type
+		}
+		fmt.Fprintf(tw, "%s · %d in use\n", label, n.Used)
+		any := false
+		for _, j := range r.Jobs {
+			for _, nd := range j.Devices {
+				if nd.Node == n.Name {
+					if !any {
+						fmt.Fprintln(tw, "  "+jobHeader)
+						any = true
+					}
+					jobRow(tw, j, strings.Trim(fmt.Sprint(nd.Devices), "[]"))
+					placed[j.Job] = true
+				}
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintln(tw, "jobs holding no devices")
+	fmt.Fprintln(tw, "  "+jobHeader)
+	for _, j := range r.Jobs {
+		if !placed[j.Job] {
+			jobRow(tw, j, "")
+		}
+	}
+	return tw.Flush()
+}
+
+func jobRow(w io.Writer, j protocol.JobInfo, devices string) {
+	gpus := "-"
+	if len(j.GPUs) > 0 {
+		gpus = strings.Trim(fmt.Sprint(j.GPUs), "[]")
+	}
+	if devices == "" {
+		devices = "-"
+		if j.Node != "" {
+			devices = "resident on " + j.Node
+		}
+	}
+	last := "-"
+	if j.LastRun >= 0 {
+		last = fmt.Sprint(j.LastRun)
+	}
+	fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%.3g\t%s\t%s\t%s\t%s\n", j.Job, j.State, j.Model, j.Workers,
+		j.BatchSize, j.StepsDone, j.TotalSteps, j.Epoch, j.Throughput,
+		(time.Duration(j.RunTime) * time.Second).String(), last, gpus, devices)
 }
 
 func secs(s float64) string {
@@ -135,6 +193,19 @@ func secs(s float64) string {
 		return "-"
 	}
 	return (time.Duration(s) * time.Second).String()
+}
+
+// fairFinish shows a fair-share finish time (seconds on the coordinator's
+// clock, like now) relative to now: "in 1h2m3s" or "5m0s ago".
+func fairFinish(at, now float64) string {
+	if at <= 0 || now <= 0 {
+		return "-"
+	}
+	d := (time.Duration(at-now) * time.Second).Round(time.Second)
+	if at-now < 0 {
+		return (-d).String() + " ago"
+	}
+	return "in " + d.String()
 }
 
 func dash(s string) string {
@@ -149,4 +220,20 @@ func count(n int) string {
 		return "-"
 	}
 	return strconv.Itoa(n)
+}
+
+// printReasons lists why jobs failed, expired or were cancelled, and the
+// last failed exit of a running submitted job.
+func printReasons(w io.Writer, jobs []protocol.JobInfo) {
+	first := true
+	for _, j := range jobs {
+		if j.Reason == "" || j.State == "completed" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w)
+			first = false
+		}
+		fmt.Fprintf(w, "%s %s: %s\n", j.Job, j.State, j.Reason)
+	}
 }

@@ -68,9 +68,15 @@ type config struct {
 func parse(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("go-train", flag.ContinueOnError)
-	fs.StringVar(&c.url, "nats-url", "nats://127.0.0.1:4222", "the coordinator's NATS address")
-	fs.StringVar(&c.job, "job", "go-train", "job id (the same id resumes the job after a restart)")
-	fs.StringVar(&c.checkpoint, "checkpoint", "go-train.ckpt.json", "checkpoint `FILE`")
+	// Under `shockwave agent` the identity, address and checkpoint
+	// directory come from the environment the agent sets.
+	ckpt := "go-train.ckpt.json"
+	if dir := os.Getenv("SHOCKWAVE_CHECKPOINT_DIR"); dir != "" {
+		ckpt = filepath.Join(dir, ckpt)
+	}
+	fs.StringVar(&c.url, "nats-url", envOr("SHOCKWAVE_NATS_URL", "nats://127.0.0.1:4222"), "the coordinator's NATS address")
+	fs.StringVar(&c.job, "job", envOr("SHOCKWAVE_JOB_ID", "go-train"), "job id (the same id resumes the job after a restart)")
+	fs.StringVar(&c.checkpoint, "checkpoint", ckpt, "checkpoint `FILE`")
 	fs.IntVar(&c.epochs, "epochs", 12, "epochs to train")
 	fs.IntVar(&c.samples, "samples", 8192, "samples in the generated dataset")
 	fs.IntVar(&c.dim, "dim", 16, "features")
@@ -86,6 +92,13 @@ func parse(args []string) (config, error) {
 		return c, errors.New("flags: epochs, samples, dim, batch sizes and --double-every must be positive, max ≥ initial")
 	}
 	return c, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }
 
 // batchSize is the schedule: doubling every c.every epochs up to the max.

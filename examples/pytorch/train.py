@@ -9,9 +9,13 @@ it runs on a CPU in seconds. It shows the three things a Shockwave job does:
 * it switches its batch size Accordion-style: a small batch while the
   gradient norm changes fast (a critical regime), a large one otherwise,
   and reports each switch with ``job.set_batch_size``;
-* it checkpoints in ``on_suspend`` and restores in ``on_resume`` (or, in
+* it checkpoints in ``on_suspend`` and then releases the device memory (the
+  model and optimizer are dropped and ``torch.cuda.empty_cache()`` returns
+  the cached blocks), and in ``on_resume`` rebuilds them on the device the
+  RUN lease grants (``job.torch_device()``) from the checkpoint (or, in
   EXIT mode, exits on ``shockwave.Preempted`` and resumes from the
-  checkpoint when started again with the same job id).
+  checkpoint when started again with the same job id). The hooks receive
+  the lease.
 
 Run a coordinator (``shockwave coordinator --gpus 1 --round 2s``) and then::
 
@@ -22,6 +26,7 @@ Run a coordinator (``shockwave coordinator --gpus 1 --round 2s``) and then::
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -67,8 +72,10 @@ class Trainer:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.model = make_model()
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
+        self.device = torch.device("cpu")
+        self.model: nn.Module | None = None
+        self.opt: torch.optim.Optimizer | None = None
+        self.build(self.device)
         self.epoch = 0
         self.batch_size = SMALL_BATCH
         self.prev_norm = None  # gradient norm at the previous epoch's end
@@ -82,10 +89,24 @@ class Trainer:
                     "batch_size": self.batch_size, "prev_norm": self.prev_norm, "job": self.job_state}, tmp)
         os.replace(tmp, self.path)
 
+    def build(self, device: torch.device) -> None:
+        """Creates the model and optimizer on device, from the checkpoint if there is one."""
+        self.device = device
+        self.model = make_model().to(device)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
+        self.load()
+
+    def release(self) -> None:
+        """Drops every tensor of the model and optimizer and returns the GPU's cached memory."""
+        self.model = self.opt = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     def load(self) -> bool:
         if not os.path.exists(self.path):
             return False
-        ck = torch.load(self.path)
+        ck = torch.load(self.path, map_location=self.device)
         self.model.load_state_dict(ck["model"])
         self.opt.load_state_dict(ck["opt"])
         self.epoch, self.batch_size = ck["epoch"], ck["batch_size"]
@@ -94,23 +115,30 @@ class Trainer:
 
     # Shockwave hooks: called at an iteration boundary, never concurrently
     # with a training step.
-    def on_suspend(self) -> None:
+    def on_suspend(self, lease: dict) -> None:
         self.save()
-        log(f"suspended at epoch {self.epoch}: checkpoint saved to {self.path}")
+        self.release()
+        log(f"suspended at epoch {self.epoch}: checkpoint saved to {self.path}, device memory released")
 
-    def on_resume(self) -> None:
-        self.load()
-        log(f"resumed from checkpoint at epoch {self.epoch} (batch size {self.batch_size})")
+    def on_resume(self, lease: dict) -> None:
+        device = self.job.torch_device()
+        self.build(device)
+        log(f"resumed from checkpoint at epoch {self.epoch} (batch size {self.batch_size}) on {device}, "
+            f"grant {self.job.devices}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", default=os.environ.get("SHOCKWAVE_NATS_URL", "nats://127.0.0.1:4222"))
-    ap.add_argument("--job-id", default="pytorch-mlp")
+    # Under `shockwave agent` the identity, checkpoint directory and EXIT
+    # mode come from the environment the agent sets.
+    ckpt_dir = os.environ.get("SHOCKWAVE_CHECKPOINT_DIR")
+    ap.add_argument("--job-id", default=os.environ.get("SHOCKWAVE_JOB_ID", "pytorch-mlp"))
     ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--checkpoint", default="pytorch-mlp.pt")
+    ap.add_argument("--checkpoint", default=os.path.join(ckpt_dir, "pytorch-mlp.pt") if ckpt_dir else "pytorch-mlp.pt")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
-    ap.add_argument("--exit-mode", action="store_true", help="exit on preemption (a launcher restarts the job)")
+    ap.add_argument("--exit-mode", action="store_true", default=os.environ.get("SHOCKWAVE_EXIT_MODE") == "1",
+                    help="exit on preemption (a launcher restarts the job)")
     ap.add_argument("--step-delay", type=float, default=0.0, help="extra seconds per step (slows the demo down)")
     args = ap.parse_args()
 
@@ -132,10 +160,15 @@ def main() -> int:
             if tr.batch_size != SMALL_BATCH:
                 job.set_batch_size(tr.batch_size)
             log(f"registered job {job.id}; waiting for a lease")
+            job.wait_for_lease()
+            if job.torch_device() != tr.device:
+                tr.build(job.torch_device())
+            log(f"training on {tr.device} (grant {job.devices})")
             while tr.epoch < args.epochs:
                 loader = loader_for(data, tr.batch_size, args.workers)
                 total, norms, n = 0.0, 0.0, 0
                 for x, y in job.iterate(loader):
+                    x, y = x.to(tr.device), y.to(tr.device)
                     tr.opt.zero_grad()
                     loss = loss_fn(tr.model(x), y)
                     loss.backward()
@@ -158,7 +191,8 @@ def main() -> int:
                     tr.batch_size = want
                     job.set_batch_size(want)
                     log(f"batch size -> {want}")
-            acc = (tr.model(data.tensors[0]).argmax(1) == data.tensors[1]).float().mean()
+            x_all, y_all = data.tensors[0].to(tr.device), data.tensors[1].to(tr.device)
+            acc = (tr.model(x_all).argmax(1) == y_all).float().mean()
             log(f"done: {tr.epoch} epochs, training accuracy {float(acc):.3f}, steps {job.state['steps_done']}")
     except shockwave.Preempted as e:
         log(f"preempted: {e}")

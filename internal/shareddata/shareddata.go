@@ -1,7 +1,8 @@
 // Package shareddata locates the reference data of the original Shockwave
 // (traces, throughput measurements, configs, released results) that sits in
 // ../shared/data beside a checkout. Tests that need it skip, with a message
-// that says where it was looked for, when it is absent.
+// that starts with SkipPrefix and says where it was looked for, when it is
+// absent; `make test` counts those skips (internal/testsummary).
 package shareddata
 
 import (
@@ -12,6 +13,9 @@ import (
 
 // EnvVar overrides the location of the shared data directory.
 const EnvVar = "SHOCKWAVE_SHARED_DATA"
+
+// SkipPrefix starts the message of every skip for lack of shared data.
+const SkipPrefix = "shared data absent: "
 
 // Find returns the shared data directory, or "" when it cannot be found. It
 // honours $SHOCKWAVE_SHARED_DATA, then walks up from the working directory to
@@ -48,7 +52,7 @@ func Dir(tb testing.TB) string {
 	tb.Helper()
 	d := Find()
 	if d == "" {
-		tb.Skipf("reference data not found: set $%s or place the shared/ folder beside the checkout (../shared/data)", EnvVar)
+		tb.Skipf(SkipPrefix+"reference data not found: set $%s or place the shared/ folder beside the checkout (../shared/data)", EnvVar)
 	}
 	return d
 }
@@ -58,7 +62,7 @@ func File(tb testing.TB, name string) string {
 	tb.Helper()
 	p := filepath.Join(Dir(tb), name)
 	if _, err := os.Stat(p); err != nil {
-		tb.Skipf("reference file %s not found: %v", name, err)
+		tb.Skipf(SkipPrefix+"reference file %s not found: %v", name, err)
 	}
 	return p
 }

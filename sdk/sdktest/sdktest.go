@@ -17,6 +17,7 @@ import (
 
 	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // Config sets up a test coordinator. Zero values: 1 GPU, 0.2 s rounds,
@@ -26,6 +27,8 @@ type Config struct {
 	Round      time.Duration
 	Policy     string
 	JobTimeout time.Duration // default 3 rounds
+	// Cluster, when set, is the coordinator's nodes (GPUs is then ignored).
+	Cluster topology.Cluster
 }
 
 // Coordinator is a running embedded server and coordinator service.
@@ -44,7 +47,7 @@ type Coordinator struct {
 // Start starts a coordinator; it stops when the test ends.
 func Start(t testing.TB, cfg Config) *Coordinator {
 	t.Helper()
-	if cfg.GPUs == 0 {
+	if cfg.GPUs == 0 && len(cfg.Cluster.Nodes) == 0 {
 		cfg.GPUs = 1
 	}
 	if cfg.Round == 0 {
@@ -86,7 +89,8 @@ func (c *Coordinator) Up() {
 		c.t.Fatal(err)
 	}
 	svc, err := coordinator.NewService(c.nc, coordinator.ServiceConfig{Policy: c.cfg.Policy,
-		Core: coordinator.Config{GPUs: c.cfg.GPUs, RoundSeconds: c.cfg.Round.Seconds(), JobTimeoutSeconds: c.cfg.JobTimeout.Seconds()}})
+		Core: coordinator.Config{GPUs: c.cfg.GPUs, Cluster: c.cfg.Cluster, RoundSeconds: c.cfg.Round.Seconds(),
+			JobTimeoutSeconds: c.cfg.JobTimeout.Seconds()}})
 	if err != nil {
 		c.t.Fatal(err)
 	}

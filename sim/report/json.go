@@ -35,6 +35,10 @@ type jsonResult struct {
 	EnvyP90            float64   `json:"envy_p90"`
 	EnvyP99            float64   `json:"envy_p99"`
 	EnvyMax            float64   `json:"envy_max"`
+	Nodes              string    `json:"nodes,omitempty"`
+	// Jobs that ended early under a noisy workload (absent otherwise).
+	Cancelled int `json:"cancelled,omitempty"`
+	Crashed   int `json:"crashed,omitempty"`
 }
 
 func newJSONResult(r *sim.Result) jsonResult {
@@ -58,7 +62,10 @@ func newJSONResult(r *sim.Result) jsonResult {
 		EnvyP50:            r.EnvyP50,
 		EnvyP90:            r.EnvyP90,
 		EnvyP99:            r.EnvyP99,
+		Cancelled:          r.Cancelled,
+		Crashed:            r.Crashed,
 		EnvyMax:            r.EnvyMax,
+		Nodes:              r.Nodes,
 	}
 }
 

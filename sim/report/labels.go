@@ -52,18 +52,23 @@ func check(results []*sim.Result) error {
 var errNoResults = errors.New("report: no results to plot")
 
 // workload describes the jobs and GPUs the results share, e.g.
-// "120 jobs, 32 GPUs"; uniform is false when they differ.
+// "120 jobs, 32 GPUs" (and "on nodes 4x8" for a cluster of nodes); uniform
+// is false when they differ.
 func workload(results []*sim.Result) (desc string, uniform bool) {
 	if len(results) == 0 {
 		return "no results", true
 	}
-	jobs, gpus := results[0].Jobs, results[0].GPUs
+	jobs, gpus, nodes := results[0].Jobs, results[0].GPUs, results[0].Nodes
 	for _, r := range results[1:] {
-		if r.Jobs != jobs || r.GPUs != gpus {
+		if r.Jobs != jobs || r.GPUs != gpus || r.Nodes != nodes {
 			return "mixed workloads", false
 		}
 	}
-	return fmt.Sprintf("%d %s, %d %s", jobs, plural(jobs, "job", "jobs"), gpus, plural(gpus, "GPU", "GPUs")), true
+	desc = fmt.Sprintf("%d %s, %d %s", jobs, plural(jobs, "job", "jobs"), gpus, plural(gpus, "GPU", "GPUs"))
+	if nodes != "" {
+		desc += " on nodes " + nodes
+	}
+	return desc, true
 }
 
 func plural(n int, one, many string) string {

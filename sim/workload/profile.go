@@ -34,6 +34,17 @@ func NewProfile(sp Spec, thr *Throughputs) (Profile, error) {
 		return Profile{}, fmt.Errorf("unknown model %q", sp.Model)
 	}
 	E := Epochs(sp.Model, sp.BatchSize, sp.TotalSteps)
+	if jp := sp.Profile; jp != nil { // the job's own: what it declares is what it did
+		if err := jp.check(sp); err != nil {
+			return Profile{}, err
+		}
+		p := Profile{Epochs: E, BatchSizes: append([]int(nil), jp.BatchSizes...), EpochSeconds: make([]float64, E)}
+		for e, bs := range jp.BatchSizes {
+			p.EpochSeconds[e] = float64(d) / float64(bs) / jp.Throughputs[e]
+			p.IsolatedSeconds += p.EpochSeconds[e]
+		}
+		return p, nil
+	}
 	p := Profile{
 		Epochs:       E,
 		BatchSizes:   PlannedBatchSizes(sp.Model, sp.BatchSize, sp.ScaleFactor, E, sp.Mode),

@@ -22,7 +22,44 @@ type State struct {
 	// micro-task, so a change lags one scheduled round (§2.5, §9 item 2).
 	Grow, Shrink bool
 
-	model string
+	model   string
+	speed   float64     // the realization's speed factor (0 means 1)
+	warp    *warp       // the realization's schedule jitter (nil: none)
+	profile *JobProfile // the job's own per-epoch profile (nil: table and rules)
+	target  int         // the profile's batch size pending a Rescale
+}
+
+// Realize applies a job's draws (Noise.Realize) to its fresh state: every
+// throughput is scaled by the speed factor and the adaptation rule runs on
+// the jittered schedule. A nil r keeps the deterministic model.
+func (s *State) Realize(sp Spec, r *Realization) {
+	if r == nil {
+		return
+	}
+	s.speed = r.speed()
+	s.Throughput *= s.speed
+	m, ok := LookupModel(sp.Model)
+	if !ok {
+		return
+	}
+	horizon := Epochs(sp.Model, sp.BatchSize, sp.TotalSteps) + r.jitter + 2
+	if p := sp.Profile; p != nil {
+		s.warp = newWarp(r, horizon, func(e int) int { bs, _ := p.at(e); return bs })
+		return
+	}
+	switch sp.Mode {
+	case GNS:
+		s.warp = newWarp(r, horizon, func(e int) int { return gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, 1<<30, e) })
+	case Accordion:
+		s.warp = newWarp(r, horizon, func(e int) int { return boolInt(runtimeCritical(m.Name, sp.BatchSize, e)) })
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // NewState returns the initial state of a job: bs0, the trace's total
@@ -32,6 +69,12 @@ type State struct {
 func NewState(sp Spec, thr *Throughputs) (*State, error) {
 	if _, ok := LookupModel(sp.Model); !ok {
 		return nil, fmt.Errorf("unknown model %q", sp.Model)
+	}
+	if p := sp.Profile; p != nil {
+		if err := p.check(sp); err != nil {
+			return nil, err
+		}
+		return &State{BatchSize: sp.BatchSize, TotalSteps: sp.TotalSteps, Throughput: p.Throughputs[0], model: sp.Model, profile: p}, nil
 	}
 	jt := JobType(sp.Model, sp.BatchSize)
 	v, ok := thr.Lookup(jt, sp.ScaleFactor)
@@ -69,20 +112,24 @@ func (s *State) SetFlags(sp Spec) {
 	if !ok {
 		return
 	}
+	if s.profile != nil {
+		s.flagsProfile()
+		return
+	}
 	e := s.RuntimeEpoch()
 	bs := s.BatchSize
 	switch sp.Mode {
 	case GNS:
 		horizon := max(gnsRuntimeHorizon, e+2)
-		if (gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, horizon, e+1) > bs ||
-			gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, horizon, e) > bs) && bs != m.MaxBatchSize {
+		if (gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, horizon, s.warp.at(e+1)) > bs ||
+			gnsAt(m.Name, sp.BatchSize, sp.ScaleFactor, horizon, s.warp.at(e)) > bs) && bs != m.MaxBatchSize {
 			s.Grow = true
 		}
 	case Accordion:
 		if m.Name == Transformer {
 			return
 		}
-		critical := runtimeCritical(m.Name, sp.BatchSize, e)
+		critical := runtimeCritical(m.Name, sp.BatchSize, s.warp.at(e))
 		if bs == sp.BatchSize && !critical && bs != m.MaxBatchSize {
 			s.Grow = true
 		} else if bs != sp.BatchSize && critical && bs != m.MinBatchSize {
@@ -113,6 +160,9 @@ func (s *State) Rescale(sp Spec, thr *Throughputs) (changed bool) {
 		return false
 	}
 	m, ok := LookupModel(sp.Model)
+	if ok && s.profile != nil {
+		return s.rescaleProfile(m)
+	}
 	if !ok || (m.Name != Transformer && sp.BatchSize == m.MaxBatchSize) {
 		s.clearFlags()
 		return false
@@ -135,7 +185,18 @@ func (s *State) Rescale(sp Spec, thr *Throughputs) (changed bool) {
 		s.clearFlags()
 		return false
 	}
-	s.BatchSize, s.Throughput = newBS, v
+	if s.speed > 0 {
+		v *= s.speed
+	}
+	s.rescaleSteps(oldIPE, newIPE, oldBS, newBS)
+	s.Throughput = v
+	return true
+}
+
+// rescaleSteps applies steps 4–7 of Rescale but θ: the batch size, the
+// total and done steps, the flags.
+func (s *State) rescaleSteps(oldIPE, newIPE int64, oldBS, newBS int) {
+	s.BatchSize = newBS
 	r := float64(oldBS) / float64(newBS)
 	oldE := ceilDiv(s.TotalSteps, oldIPE)
 	nt := int64(math.Ceil(float64(s.TotalSteps) * r))
@@ -145,7 +206,6 @@ func (s *State) Rescale(sp Spec, thr *Throughputs) (changed bool) {
 	s.TotalSteps = nt
 	s.Done = ceilDiv(s.Done, oldIPE) * newIPE
 	s.clearFlags()
-	return true
 }
 
 func (s *State) clearFlags() { s.Grow, s.Shrink = false, false }

@@ -61,6 +61,9 @@ type Spec struct {
 	// adapted isolated duration of the profile instead (spec §2.4).
 	Duration float64
 	Arrival  float64 // field 12, seconds from the start of the trace
+	// Profile, when set, is the job's own per-epoch batch size and
+	// throughput (profiles.go); it replaces the table and the rules.
+	Profile *JobProfile
 }
 
 // traceFields names the 12 TAB-separated fields of a trace line (spec §1).

@@ -35,6 +35,7 @@ from .errors import (
     JobEnded,
     LibraryNotFound,
     Preempted,
+    RankLost,
     RegistrationRefused,
     ShockwaveError,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "ForkedProcessError",
     "Preempted",
     "JobEnded",
+    "RankLost",
 ]
 
 __version__ = "0.1.0"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import inspect
 import json
 import os
 import threading
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
 from . import _lib
 from .errors import (
@@ -15,11 +16,12 @@ from .errors import (
     JobClosed,
     JobEnded,
     Preempted,
+    RankLost,
     ShockwaveError,
 )
 
 T = TypeVar("T")
-Hook = Callable[[], Any]
+Hook = Callable[..., Any]
 
 # Set in a child forked after this module loaded; such a child never enters
 # the library (the C layer refuses too, but this saves the call).
@@ -86,10 +88,22 @@ class Job:
     exit_mode: True for launchers that restart processes: a suspension
         raises :class:`Preempted` instead of waiting (default
         $SHOCKWAVE_EXIT_MODE == "1").
-    on_suspend: called with no arguments when the job loses its GPUs (save a
-        checkpoint, free GPU memory).
-    on_resume: called with no arguments when a RUN lease ends a suspension
-        (restore the checkpoint).
+    on_suspend: called when the job loses its GPUs (save a checkpoint, free
+        GPU memory): with the lease (a dict) if it takes an argument, else
+        with none. The lease is the SUSPEND lease on rank 0 and the lease the
+        rank ran under on the other ranks.
+    on_resume: called when a RUN lease ends a suspension (move the model to
+        the granted device, restore the checkpoint): with the RUN lease (its
+        "devices" name the grant per node) if it takes an argument.
+    rank, world_size: this process's rank of a multi-process job (default
+        $RANK and $WORLD_SIZE, as torchrun sets them). Rank 0 registers and
+        reports; the other ranks attach to the same job_id. Every rank stops
+        at the same step and resumes at the same step (docs/multirank.md).
+    local_rank: the rank's index on its node (default $LOCAL_RANK).
+    rank_timeout, rank_join_timeout: seconds a rank may be silent before the
+        others raise :class:`RankLost` (default 10), and to join (default 120).
+    node, visible_devices: a resident process's node and the local devices it
+        can use (default $SHOCKWAVE_NODE outside EXIT mode).
     sample_interval: seconds between progress reports (default a quarter round).
     register_timeout: seconds to retry an unreachable coordinator (default 30).
     library: path of libshockwave.so (overrides the search; first load only).
@@ -122,6 +136,13 @@ class Job:
         on_resume: Optional[Hook] = None,
         sample_interval: Optional[float] = None,
         register_timeout: Optional[float] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        local_rank: Optional[int] = None,
+        rank_timeout: Optional[float] = None,
+        rank_join_timeout: Optional[float] = None,
+        node: Optional[str] = None,
+        visible_devices: Optional[List[int]] = None,
         library: Optional[str] = None,
     ) -> None:
         self._handle = 0
@@ -157,6 +178,13 @@ class Job:
             "exit_mode": exit_mode,
             "sample_interval": sample_interval,
             "register_timeout": register_timeout,
+            "rank": rank,
+            "world_size": world_size,
+            "local_rank": local_rank,
+            "rank_timeout": rank_timeout,
+            "rank_join_timeout": rank_join_timeout,
+            "node": node,
+            "visible_devices": visible_devices,
         }
         config = {k: v for k, v in config.items() if v is not None}
         try:
@@ -188,6 +216,11 @@ class Job:
             lib.shockwave_close(self._handle)
             raise ShockwaveError(f"shockwave: control block has magic {cb.magic:#x} version {cb.version}")
         self._cb = cb
+        self._rank, self._world = int(cb.rank), int(cb.world)
+        if local_rank is None:
+            local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+        self._local_rank = local_rank
+        self._node = node or (os.environ.get("SHOCKWAVE_NODE", "") if not exit_mode else "")
         self._id = config.get("job") or ""
         self._mu = threading.Lock()  # guards _active and the hooks' bookkeeping
         self._active = 0
@@ -253,11 +286,21 @@ class Job:
             self._active += 1
             cb.active = 1
         try:
-            for batch in iterable:
-                if cb.lease:
-                    self._boundary()
-                yield batch
-                cb.steps += 1
+            if self._world > 1:
+                # A multi-process job also crosses into the library when the
+                # step count reaches the gate (the next check of the ranks'
+                # agreement on where to stop): a second shared-memory read.
+                for batch in iterable:
+                    if cb.lease or cb.steps >= cb.gate:
+                        self._boundary()
+                    yield batch
+                    cb.steps += 1
+            else:
+                for batch in iterable:
+                    if cb.lease:
+                        self._boundary()
+                    yield batch
+                    cb.steps += 1
             if epoch:
                 self._call(self._lib.shockwave_epoch)
         finally:
@@ -273,7 +316,8 @@ class Job:
         that should happen only on granted GPUs.
         """
         self._check()
-        if self._cb.lease:
+        cb = self._cb
+        if cb.lease or (self._world > 1 and cb.steps >= cb.gate):
             self._boundary()
 
     def _boundary(self) -> None:
@@ -287,7 +331,7 @@ class Job:
         if st == _lib.ENDED:
             raise JobEnded(self._ended_message(), st)
         if st in (_lib.SUSPEND, _lib.PREEMPTED):
-            self._run_hook(self.on_suspend)
+            self._run_hook(self.on_suspend, self.lease)
             if st == _lib.PREEMPTED:
                 raise Preempted(
                     f"shockwave: job {self._id} was preempted (EXIT mode): exit now; "
@@ -310,15 +354,19 @@ class Job:
                 if st == _lib.ENDED:
                     raise JobEnded(self._ended_message(), st)
                 if st == _lib.RESUME:
-                    self._run_hook(self.on_resume)
+                    self._run_hook(self.on_resume, self.grant)
                 return
         finally:
             with self._mu:
                 if self._active:
                     cb.active = 1
 
-    def _run_hook(self, hook: Optional[Hook]) -> None:
-        if hook is not None:
+    def _run_hook(self, hook: Optional[Hook], lease: Dict[str, Any]) -> None:
+        if hook is None:
+            return
+        if _takes_an_argument(hook):
+            hook(lease)
+        else:
             hook()
 
     def _ended_message(self) -> str:
@@ -397,6 +445,72 @@ class Job:
         return json.loads(self._text(self._lib.shockwave_lease))
 
     @property
+    def grant(self) -> Dict[str, Any]:
+        """The RUN lease this process trains under (empty while it holds none)."""
+        return json.loads(self._text(self._lib.shockwave_grant))
+
+    @property
+    def rank(self) -> int:
+        """This process's rank (0 for a single-process job)."""
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes of the job."""
+        return self._world
+
+    @property
+    def local_rank(self) -> int:
+        """This rank's index among the job's ranks on its node."""
+        return self._local_rank
+
+    @property
+    def devices(self) -> List[Tuple[str, int]]:
+        """The current grant as (node, local device index) pairs, in rank order.
+
+        A coordinator that names no nodes grants cluster-wide GPU ids only:
+        they come back on a node named "". Empty while the job holds no RUN
+        lease.
+        """
+        return lease_devices(self.grant)
+
+    @property
+    def local_devices(self) -> List[int]:
+        """The granted device indices on this process's node.
+
+        The node is ``node`` / $SHOCKWAVE_NODE when set, else the node of this
+        rank's own device (the rank-th of :attr:`devices`).
+        """
+        devs = self.devices
+        node = self._node
+        if not node and devs:
+            node = devs[min(self._rank, len(devs) - 1)][0]
+        return [i for (n, i) in devs if n == node]
+
+    def torch_device(self):
+        """This rank's own device as a ``torch.device``.
+
+        ``cuda:k`` for the local_rank-th granted device of this node, where k
+        is its position in $CUDA_VISIBLE_DEVICES when that lists indices (a
+        launcher such as the node agent restricts the process to its grant),
+        else the device index itself; ``cpu`` when CUDA is unavailable or the
+        job holds no grant.
+        """
+        import torch  # only callers that want a torch device need torch
+
+        local = self.local_devices
+        if not torch.cuda.is_available() or not local:
+            return torch.device("cpu")
+        idx = local[min(self._local_rank, len(local) - 1)]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        entries = [e.strip() for e in visible.split(",") if e.strip()]
+        if entries:
+            if str(idx) in entries:
+                return torch.device("cuda", entries.index(str(idx)))
+            return torch.device("cuda", min(self._local_rank, len(entries) - 1))
+        return torch.device("cuda", idx)
+
+    @property
     def state(self) -> Dict[str, Any]:
         """The job's progress, to save with a checkpoint and pass as ``resume``."""
         return json.loads(self._text(self._lib.shockwave_state))
@@ -425,6 +539,28 @@ class Job:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("running" if self._cb and self._cb.lease == 0 else "waiting")
         return f"<shockwave.Job {self._id!r} {state}>"
+
+
+def lease_devices(lease: Dict[str, Any]) -> List[Tuple[str, int]]:
+    """A RUN lease's grant as (node, local device index) pairs."""
+    if not lease or lease.get("action") != "RUN":
+        return []
+    devices = lease.get("devices")
+    if devices:
+        return [(d["node"], int(i)) for d in devices for i in d["devices"]]
+    return [("", int(w)) for w in lease.get("workers") or []]
+
+
+def _takes_an_argument(fn: Callable[..., Any]) -> bool:
+    """Whether a hook accepts one positional argument (the lease)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL):
+            return True
+    return False
 
 
 def load_library(path: Optional[str] = None) -> str:

@@ -24,13 +24,14 @@ from .errors import (
     InvalidArgument,
     JobClosed,
     LibraryNotFound,
+    RankLost,
     RegistrationRefused,
     ShockwaveError,
 )
 
 ENV_LIBRARY = "SHOCKWAVE_LIBRARY"
 LIBRARY_NAME = "libshockwave.so"
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # Statuses (shockwave.h).
 OK = 0
@@ -48,6 +49,7 @@ ERR_CONNECT = -4
 ERR_REFUSED = -5
 ERR_CLOSED = -6
 ERR_INTERNAL = -7
+ERR_RANK_LOST = -8
 
 # Lease states of the control block.
 LEASE_RUN = 0
@@ -57,7 +59,7 @@ LEASE_EXIT = 3
 LEASE_CLOSED = 4
 
 CONTROL_MAGIC = 0x42435753
-CONTROL_VERSION = 1
+CONTROL_VERSION = 2
 
 _ERRORS = {
     ERR_INVALID: InvalidArgument,
@@ -66,6 +68,7 @@ _ERRORS = {
     ERR_CONNECT: ConnectError,
     ERR_REFUSED: RegistrationRefused,
     ERR_CLOSED: JobClosed,
+    ERR_RANK_LOST: RankLost,
 }
 
 
@@ -81,7 +84,10 @@ class Control(ctypes.Structure):
         ("steps", ctypes.c_uint64),
         ("active", ctypes.c_int32),
         ("reserved0", ctypes.c_int32),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("gate", ctypes.c_uint64),
+        ("rank", ctypes.c_int32),
+        ("world", ctypes.c_int32),
+        ("reserved", ctypes.c_uint64 * 2),
     ]
 
 
@@ -132,8 +138,9 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
             _lib, _lib_path = lib, p
             return lib
         raise LibraryNotFound(
-            "shockwave: libshockwave.so not found. Build it with `make lib` in the "
-            "shockwave source tree, or set $" + ENV_LIBRARY + " to its path. Tried: "
+            "shockwave: libshockwave.so not found. Install the wheel (`make wheel` in the "
+            "shockwave source tree, then pip install dist/shockwave-*.whl), build the library "
+            "with `make lib`, or set $" + ENV_LIBRARY + " to its path. Tried: "
             + "; ".join(errors)
         )
 
@@ -157,6 +164,7 @@ def _declare(lib: ctypes.CDLL, path: str) -> None:
         "shockwave_set_batch_size": [i64, i64],
         "shockwave_lease": [i64, buf, sz, ctypes.POINTER(sz)],
         "shockwave_state": [i64, buf, sz, ctypes.POINTER(sz)],
+        "shockwave_grant": [i64, buf, sz, ctypes.POINTER(sz)],
         "shockwave_finish": [i64],
         "shockwave_close": [i64],
         "shockwave_last_error": [i64, buf, sz, ctypes.POINTER(sz)],

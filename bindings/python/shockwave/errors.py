@@ -20,6 +20,7 @@ __all__ = [
     "ForkedProcessError",
     "Preempted",
     "JobEnded",
+    "RankLost",
 ]
 
 
@@ -79,3 +80,13 @@ class Preempted(ShockwaveError):
 
 class JobEnded(ShockwaveError):
     """The coordinator ended the job (an EXIT lease): stop for good."""
+
+
+class RankLost(ShockwaveError):
+    """A rank of a multi-process job was lost (it went silent, closed or
+    restarted alone), so the ranks can no longer agree where to stop.
+
+    Every surviving rank gets it at the agreed step, or at once while waiting.
+    Exit non-zero: the launcher (the node agent, torchrun with restarts)
+    restarts every rank, and the job resumes from its checkpoint.
+    """

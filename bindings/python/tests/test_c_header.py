@@ -34,7 +34,7 @@ class TestCHeader(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         layout = dict(line.split() for line in out.stdout.splitlines() if line.count(" ") == 1)
         self.assertEqual(int(layout["sizeof"]), ctypes.sizeof(_lib.Control))
-        for name in ("magic", "version", "lease", "batch_size", "lease_seq", "steps", "active"):
+        for name in ("magic", "version", "lease", "batch_size", "lease_seq", "steps", "active", "gate", "rank", "world"):
             self.assertEqual(int(layout[name]), getattr(_lib.Control, name).offset, name)
 
     def test_python_constants_match_the_header(self):
@@ -46,7 +46,7 @@ class TestCHeader(unittest.TestCase):
             "TIMEOUT": _lib.TIMEOUT, "ENDED": _lib.ENDED, "PREEMPTED": _lib.PREEMPTED, "WAIT": _lib.WAIT,
             "ERR_INVALID": _lib.ERR_INVALID, "ERR_HANDLE": _lib.ERR_HANDLE, "ERR_FORKED": _lib.ERR_FORKED,
             "ERR_CONNECT": _lib.ERR_CONNECT, "ERR_REFUSED": _lib.ERR_REFUSED, "ERR_CLOSED": _lib.ERR_CLOSED,
-            "ERR_INTERNAL": _lib.ERR_INTERNAL, "LEASE_RUN": _lib.LEASE_RUN, "LEASE_PENDING": _lib.LEASE_PENDING,
+            "ERR_INTERNAL": _lib.ERR_INTERNAL, "ERR_RANK_LOST": _lib.ERR_RANK_LOST, "LEASE_RUN": _lib.LEASE_RUN, "LEASE_PENDING": _lib.LEASE_PENDING,
             "LEASE_SUSPEND": _lib.LEASE_SUSPEND, "LEASE_EXIT": _lib.LEASE_EXIT, "LEASE_CLOSED": _lib.LEASE_CLOSED,
             "CONTROL_MAGIC": _lib.CONTROL_MAGIC,
         }

@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+func TestCountGPUs_CountsNvidiaSmiListLines(t *testing.T) {
+	out := "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n  MIG 1g.10gb Device 0: (UUID: MIG-3)\n"
+	if n := countGPUs([]byte(out)); n != 2 {
+		t.Errorf("counted %d GPUs, want 2", n)
+	}
+}
+
+// TestAgent_DeadlinesFollowTheCoordinatorsClock: the desired state's
+// times are on the coordinator's clock (here decades behind the agent's);
+// the agent measures the grant from when it received it, so the process
+// runs about as long as the grant, then gets SIGTERM (ignored here) and
+// SIGKILL, and the exit is reported as stopped after the grant expired.
+func TestAgent_DeadlinesFollowTheCoordinatorsClock(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats did not start")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	desired := &protocol.NodeDesired{V: protocol.Version, Node: "n", Round: 1, Now: 5000, Jobs: []protocol.Assignment{{
+		Job: "stubborn", Command: []string{"sh", "-c", `trap "" TERM; echo running; sleep 30`},
+		Devices: []int{0}, Procs: 1, WorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: 29500, Expiry: 5001.5}}}
+	reply, _ := json.Marshal(protocol.AgentReply{V: protocol.Version, Desired: desired})
+	for _, verb := range []string{"join", "heartbeat"} {
+		if _, err := nc.Subscribe(subj.Prefix+".agent.n."+verb, func(m *nats.Msg) { _ = m.Respond(reply) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reports := make(chan protocol.AgentReport, 4)
+	if _, err := nc.Subscribe(subj.AgentReport("n"), func(m *nats.Msg) {
+		r, err := protocol.DecodeAgentReport(m.Data, 0)
+		if err == nil {
+			reports <- *r
+		}
+		ack, _ := json.Marshal(protocol.AgentReply{V: protocol.Version})
+		_ = m.Respond(ack)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	anc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anc.Close()
+	work := t.TempDir()
+	a, err := New(Config{Node: "n", GPUs: 1, Conn: anc, URL: srv.ClientURL(), WorkDir: work,
+		Heartbeat: time.Hour, ExpiryGrace: 200 * time.Millisecond, KillGrace: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case r := <-reports:
+		took := time.Since(start)
+		if r.Job != "stubborn" || r.Code != 128+9 || !strings.Contains(r.Detail, "stopped after its grant expired") {
+			t.Errorf("report %+v", r)
+		}
+		if took < 1500*time.Millisecond {
+			t.Errorf("killed after %v, before its 1.5 s grant ended", took)
+		}
+	case <-ctx.Done():
+		t.Fatal("no exit report")
+	}
+	out, _ := os.ReadFile(filepath.Join(work, "stubborn", "output.log"))
+	if !strings.Contains(string(out), "running") {
+		t.Errorf("the process did not run:\n%s", out)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/shockwave-sched/shockwave/coordinator"
+	"github.com/shockwave-sched/shockwave/policy"
+)
+
+// coordinatorConfig parses coordinator flags and validates them.
+func coordinatorConfig(t *testing.T, args ...string) (coordinator.ServiceConfig, error) {
+	t.Helper()
+	var f coordFlags
+	fs := newFlags("coordinator", &strings.Builder{})
+	f.register(fs)
+	if err := parseFlags(fs, append([]string{"--gpus", "2"}, args...)); err != nil {
+		return coordinator.ServiceConfig{}, err
+	}
+	cfg, _, err := f.validate()
+	return cfg, err
+}
+
+func infoOf(t *testing.T, cfg coordinator.ServiceConfig) string {
+	t.Helper()
+	raw, ok := cfg.PolicyOptions.Config.(json.RawMessage)
+	if !ok {
+		return ""
+	}
+	c, err := policy.ParseShockwaveConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Info
+}
+
+func TestCoordinator_InfoFlagSetsShockwavesInformationMode(t *testing.T) {
+	cfg, err := coordinatorConfig(t, "--info", "profile")
+	if err != nil || infoOf(t, cfg) != policy.InfoProfile {
+		t.Fatalf("--info profile: %v, info %q", err, infoOf(t, cfg))
+	}
+	conf := writeFile(t, "sw.json", `{"info": "profile", "k": 1e-3}`)
+	cfg, err = coordinatorConfig(t, "--config", conf, "--info", "online")
+	if err != nil || infoOf(t, cfg) != policy.InfoOnline {
+		t.Fatalf("--info online over a config saying profile: %v, info %q", err, infoOf(t, cfg))
+	}
+	if !strings.Contains(string(cfg.PolicyOptions.Config.(json.RawMessage)), `"k":`) {
+		t.Errorf("the config's other keys were lost: %s", cfg.PolicyOptions.Config)
+	}
+	cfg, err = coordinatorConfig(t, "--config", conf)
+	if err != nil || infoOf(t, cfg) != policy.InfoProfile {
+		t.Fatalf("without --info the config's key stands: %v, info %q", err, infoOf(t, cfg))
+	}
+}
+
+func TestCoordinator_BadInfoAndReallocateFlagsAreOneLineAndExitCode2(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--info", "oracle"}, `unknown mode "oracle"`},
+		{[]string{"--info", "profile", "--policy", "gavel"}, "only the shockwave policy"},
+		{[]string{"--info", "profile", "--config", writeFile(t, "arr.json", `[1]`)}, "not a JSON object"},
+		{[]string{"--info", "profile", "--config", writeFile(t, "bad.json", `{"k": "x"}`)}, "--config"},
+		{[]string{"--reallocate-on-change=maybe"}, "reallocate-on-change"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(append([]string{"coordinator", "--gpus", "2", "--data-dir", t.TempDir()}, c.args...)...)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		if code != 2 || out != "" || !strings.Contains(lines[0], c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want status 2 and a line with %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+func TestCoordinator_ReallocateOnChangeIsOnForGavelRoundBaselinesAndCanBeTurnedOff(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--policy", "gavel"}, true},
+		{[]string{"--policy", "themis", "--reallocate-on-change=false"}, false},
+		{[]string{"--policy", "shockwave"}, false},
+	} {
+		cfg, err := coordinatorConfig(t, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.PolicyOptions.ReallocateOnChange != c.want {
+			t.Errorf("%v: ReallocateOnChange %v, want %v", c.args, cfg.PolicyOptions.ReallocateOnChange, c.want)
+		}
+	}
+}
+
+func TestSimulate_ReallocateOnChangeIsOffUnlessAsked(t *testing.T) {
+	args := []string{"simulate", "--generate", "30", "--gpus", "16", "--policy", "gavel", "--format", "json"}
+	_, off, e1 := runCLI(args...)
+	_, off2, _ := runCLI(args...)
+	_, on, e2 := runCLI(append(args, "--reallocate-on-change")...)
+	if off == "" || on == "" {
+		t.Fatalf("simulate failed: %s %s", e1, e2)
+	}
+	if off != off2 {
+		t.Error("the same simulation gave different output")
+	}
+	if off == on {
+		t.Error("--reallocate-on-change changed nothing on a trace with arrivals")
+	}
+}

@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
+)
+
+// benchRound builds a round of 8,000 active jobs (widths 1-8, a few
+// resident) on nodes: the previous round placed a plan filling the cluster;
+// this round's plan keeps 80 % of those jobs and fills the GPU count with
+// others, so that jobs keep devices, new gangs fit around them and some
+// need a repack or a repair.
+func benchRound(nodes []topology.Node, n int, residents bool) (*Core, []*job, []*job) {
+	rng := rand.New(rand.NewPCG(42, 42))
+	total := topology.Cluster{Nodes: nodes}.GPUs()
+	c, err := NewCore(Config{Cluster: topology.Cluster{Nodes: nodes}}, gavelForTest())
+	if err != nil {
+		panic(err)
+	}
+	jobs := make([]*job, n)
+	for i := range jobs {
+		j := &job{state: Active, leaseRound: -1}
+		j.view.ID, j.view.Workers = "job-"+strconv.Itoa(i), []int{1, 1, 1, 2, 2, 4, 8}[rng.IntN(7)]
+		if residents && rng.IntN(50) == 0 {
+			j.node, j.view.Workers = nodes[rng.IntN(len(nodes))].Name, 1
+		}
+		jobs[i] = j
+	}
+	c.active = jobs
+	first := fill(rng, nil, jobs, total)
+	run, _ := c.placeRun(newPlacer(nodes), first, jobs, &policy.Plan{Run: ids(first)})
+	var keep []*job
+	for _, j := range run {
+		j.devices, j.next, j.leaseRound = j.next, nil, 0
+		if rng.IntN(5) > 0 {
+			keep = append(keep, j)
+		}
+	}
+	c.round = 1
+	return c, jobs, fill(rng, keep, jobs, total)
+}
+
+// fill adds jobs in random order to plan while the GPU count allows.
+func fill(rng *rand.Rand, plan, jobs []*job, total int) []*job {
+	in := map[*job]bool{}
+	used := 0
+	for _, j := range plan {
+		in[j] = true
+		used += j.view.Workers
+	}
+	for _, i := range rng.Perm(len(jobs)) {
+		if j := jobs[i]; !in[j] && used+j.view.Workers <= total {
+			plan = append(plan, j)
+			in[j] = true
+			used += j.view.Workers
+		}
+	}
+	return plan
+}
+
+func benchmarkPlace(b *testing.B, nodes []topology.Node, residents bool) {
+	c, jobs, plan := benchRound(nodes, 8000, residents)
+	p := &policy.Plan{Run: ids(plan)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	repaired := 0
+	for range b.N {
+		pl := newPlacer(nodes)
+		run, np := c.placeRun(pl, plan, jobs, p)
+		for _, j := range run {
+			_ = pl.ids(j.next) // the leases' Workers
+		}
+		if np != p {
+			repaired++
+		}
+	}
+	b.ReportMetric(float64(len(plan)), "planned-jobs")
+	b.ReportMetric(float64(repaired)/float64(b.N), "repaired")
+}
+
+// BenchmarkPlace_1024x8Nodes_8000Jobs: placement of one round (goal: under
+// 20 ms) at 1,024 nodes of 8 GPUs and 8,000 active jobs, about 3,000 of
+// them planned, 80 % keeping their devices.
+func BenchmarkPlace_1024x8Nodes_8000Jobs(b *testing.B) {
+	benchmarkPlace(b, topology.Uniform(1024, 8).Nodes, false)
+}
+
+// BenchmarkPlaceRepair_1024x8Nodes_8000Jobs: the same with 2 % of the jobs
+// resident on a node, so that plans need repair (repacks, drops and a
+// back-fill over the 8,000 jobs).
+func BenchmarkPlaceRepair_1024x8Nodes_8000Jobs(b *testing.B) {
+	benchmarkPlace(b, topology.Uniform(1024, 8).Nodes, true)
+}
+
+// BenchmarkTick_1024x8Nodes_8000Jobs: a whole round boundary (settling,
+// Gavel's Gandiva-Fair dispatch, placement, leases) at 1,024 nodes of 8
+// GPUs and 8,000 active jobs of widths 1-8.
+func BenchmarkTick_1024x8Nodes_8000Jobs(b *testing.B) {
+	p, err := policy.New("gandiva_fair", policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := NewCore(Config{Cluster: topology.Uniform(1024, 8), MaxFailedLeases: -1}, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := range 8000 {
+		r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
+			Workers: []int{1, 1, 1, 2, 2, 4, 8}[rng.IntN(7)], BatchSize: 32, DatasetSize: 50000, TotalSteps: 100_000_000, Throughput: 10}
+		if err := c.Register(0, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now := 0.0
+	if _, err := c.Tick(now); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		now += 120
+		if _, err := c.Tick(now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlaceAfterHalfTheNodesLeft_1024x8Nodes_8000Jobs: the worst
+// repair: a plan made for 1,024 nodes placed on the 512 left (dynamic
+// membership), so half the planned GPUs find no place and every placement
+// is tried.
+func BenchmarkPlaceAfterHalfTheNodesLeft_1024x8Nodes_8000Jobs(b *testing.B) {
+	nodes := topology.Uniform(1024, 8).Nodes
+	c, jobs, plan := benchRound(nodes, 8000, false)
+	left := nodes[:512]
+	p := &policy.Plan{Run: ids(plan)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		c.placeRun(newPlacer(left), plan, jobs, p)
+	}
+}

@@ -1,0 +1,221 @@
+package coordinator
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/shockwave-sched/shockwave/internal/wire"
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// A state snapshot is the whole state of a fold — the Core with its jobs
+// and its policy's state (forecaster posteriors, market plan, Gavel
+// mechanism), the last round and its leases, the log's configuration —
+// at one log sequence. A restart restores the newest good snapshot and
+// replays only the records after it; the log is compacted behind
+// snapshots (recovery.go). The format, version 1 (docs/durability.md):
+//
+//	offset  size  field
+//	0       8     magic "SWSNAP\r\n" (a text-mode transfer garbles it)
+//	8       4     format version, little-endian uint32 (1)
+//	12      4     flags, 0
+//	16      8     log sequence the state covers (uint64)
+//	24      8     next round (uint64)
+//	32      8     payload length n (uint64, at most MaxSnapshotBytes)
+//	40      32    SHA-256 of bytes 0..39 followed by the payload
+//	72      n     payload (package internal/wire encoding)
+//
+// The payload holds the configuration record (JSON), the fold's clock,
+// the last round and its RUN leases (JSON), then the Core's state
+// (snapshot_core.go) ending with the policy's (policy.Stateful). Decoding
+// checks the magic, version, flags, exact length and digest before it
+// reads a byte of the payload, and the payload decoder is bounded by its
+// input (package wire).
+
+// Snapshot format constants.
+const (
+	snapshotMagic   = "SWSNAP\r\n"
+	snapshotVersion = 1
+	snapshotHeader  = 72
+	// MaxSnapshotBytes bounds the payload of a state snapshot.
+	MaxSnapshotBytes = 1 << 30
+)
+
+// ErrSnapshotCorrupt is wrapped by every error of DecodeStateSnapshot.
+var ErrSnapshotCorrupt = errors.New("coordinator: corrupt state snapshot")
+
+// StateSnapshot is a decoded state snapshot: the log position it covers and
+// its payload, checked but not yet restored.
+type StateSnapshot struct {
+	Seq     uint64 // the last log record folded into the state
+	Round   int    // the next round the restored Core schedules
+	payload []byte
+}
+
+// encodeState writes the fold's state as a snapshot.
+func (f *fold) encodeState() ([]byte, error) {
+	payload, err := f.encodePayload()
+	if err != nil {
+		return nil, err
+	}
+	return sealSnapshot(f.seq, f.core.NextRound(), payload), nil
+}
+
+// encodePayload writes the fold's state without the envelope: the part a
+// snapshot costs the loop (sealSnapshot, hashing it, runs in the writer).
+func (f *fold) encodePayload() ([]byte, error) {
+	if f.core == nil || f.cfg == nil {
+		return nil, errors.New("coordinator: nothing to snapshot before the configuration record")
+	}
+	cfg, err := json.Marshal(f.cfg)
+	if err != nil {
+		return nil, err
+	}
+	var last []byte
+	if last, err = json.Marshal(f.last); err != nil {
+		return nil, fmt.Errorf("coordinator: snapshot of the last round: %w", err)
+	}
+	leases, err := leasesJSON(f.leases)
+	if err != nil {
+		return nil, err
+	}
+	var e wire.Encoder
+	e.Blob(cfg)
+	e.F64(f.now)
+	e.U64(f.seq)
+	e.Blob(last)
+	e.Blob(leases)
+	if err := f.core.appendState(&e); err != nil {
+		return nil, err
+	}
+	run, err := f.run.marshal() // runner.go
+	if err != nil {
+		return nil, err
+	}
+	e.Blob(run)
+	return e.Bytes(), nil
+}
+
+// sealSnapshot puts the envelope around a payload.
+func sealSnapshot(seq uint64, round int, payload []byte) []byte {
+	out := make([]byte, snapshotHeader, snapshotHeader+len(payload))
+	copy(out, snapshotMagic)
+	binary.LittleEndian.PutUint32(out[8:], snapshotVersion)
+	binary.LittleEndian.PutUint64(out[16:], seq)
+	binary.LittleEndian.PutUint64(out[24:], uint64(round))
+	binary.LittleEndian.PutUint64(out[32:], uint64(len(payload)))
+	sum := snapshotDigest(out[:40], payload)
+	copy(out[40:72], sum[:])
+	return append(out, payload...)
+}
+
+func snapshotDigest(head, payload []byte) [32]byte {
+	h := sha256.New()
+	h.Write(head)
+	h.Write(payload)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// DecodeStateSnapshot checks a state snapshot's envelope: magic, version,
+// flags, length and SHA-256. It does not restore the state (see
+// RestoreStateSnapshot).
+func DecodeStateSnapshot(data []byte) (*StateSnapshot, error) {
+	if len(data) < snapshotHeader {
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrSnapshotCorrupt, len(data), snapshotHeader)
+	}
+	if string(data[:8]) != snapshotMagic {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrSnapshotCorrupt, data[:8])
+	}
+	if v := binary.LittleEndian.Uint32(data[8:]); v != snapshotVersion {
+		return nil, fmt.Errorf("%w: format version %d, this coordinator reads %d", ErrSnapshotCorrupt, v, snapshotVersion)
+	}
+	if fl := binary.LittleEndian.Uint32(data[12:]); fl != 0 {
+		return nil, fmt.Errorf("%w: unknown flags %#x", ErrSnapshotCorrupt, fl)
+	}
+	seq := binary.LittleEndian.Uint64(data[16:])
+	round := binary.LittleEndian.Uint64(data[24:])
+	n := binary.LittleEndian.Uint64(data[32:])
+	switch {
+	case n > MaxSnapshotBytes:
+		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the limit %d", ErrSnapshotCorrupt, n, MaxSnapshotBytes)
+	case n != uint64(len(data)-snapshotHeader):
+		return nil, fmt.Errorf("%w: header says %d payload bytes, found %d", ErrSnapshotCorrupt, n, len(data)-snapshotHeader)
+	case round > math.MaxInt32:
+		return nil, fmt.Errorf("%w: round %d out of range", ErrSnapshotCorrupt, round)
+	}
+	payload := data[snapshotHeader:]
+	if sum := snapshotDigest(data[:40], payload); !bytes.Equal(sum[:], data[40:72]) {
+		return nil, fmt.Errorf("%w: SHA-256 mismatch (stored %x, computed %x)", ErrSnapshotCorrupt, data[40:48], sum[:8])
+	}
+	return &StateSnapshot{Seq: seq, Round: int(round), payload: payload}, nil
+}
+
+// restore builds a fold from the snapshot: a fresh Core and policy from
+// the configuration it carries, then the state.
+func (s *StateSnapshot) restore(subj protocol.Subjects, limit int) (*fold, error) {
+	d := wire.NewDecoder(s.payload)
+	rawCfg := d.Blob()
+	now, seq := d.F64(), d.U64()
+	last, leases := d.Blob(), d.Blob()
+	if d.Err() != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, d.Err())
+	}
+	if seq != s.Seq {
+		return nil, fmt.Errorf("%w: payload covers log record %d, header %d", ErrSnapshotCorrupt, seq, s.Seq)
+	}
+	cfg, err := decodeConfigRecord(rawCfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	core, err := cfg.core()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	f := newFold(subj, limit)
+	f.core, f.cfg, f.now, f.seq = core, cfg, now, seq
+	if err := json.Unmarshal(last, &f.last); err != nil {
+		return nil, fmt.Errorf("%w: last round: %v", ErrSnapshotCorrupt, err)
+	}
+	var ls []protocol.Lease
+	if err := json.Unmarshal(leases, &ls); err != nil {
+		return nil, fmt.Errorf("%w: leases: %v", ErrSnapshotCorrupt, err)
+	}
+	for _, l := range ls {
+		f.leases[l.Job] = l
+	}
+	if err := core.loadState(d); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	if err := f.run.unmarshal(d.Blob()); err != nil || d.Err() != nil {
+		return nil, fmt.Errorf("%w: submitted jobs and nodes: %v", ErrSnapshotCorrupt, errors.Join(err, d.Err()))
+	}
+	if err := d.End(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	if core.NextRound() != s.Round {
+		return nil, fmt.Errorf("%w: header says round %d, state %d", ErrSnapshotCorrupt, s.Round, core.NextRound())
+	}
+	return f, nil
+}
+
+// RestoreStateSnapshot decodes a snapshot and restores its state into a
+// fresh Core, as a restart does; it returns the Core and the log sequence
+// the state covers.
+func RestoreStateSnapshot(data []byte, prefix string) (*Core, uint64, error) {
+	s, err := DecodeStateSnapshot(data)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := s.restore(protocol.Subjects{Prefix: prefix}, protocol.DefaultMaxMessageBytes)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f.core, f.seq, nil
+}

@@ -1,0 +1,141 @@
+package market
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Fairness selects what a solve does when the finish-time-fairness
+// constraints at Settings.RhoMax admit no allocation.
+type Fairness int
+
+const (
+	// FairnessRelax is the original's rule (§4.5): drop the FTF
+	// constraints and weight each job's utility by its priority π.
+	FairnessRelax Fairness = iota
+	// FairnessTightest keeps the constraints at the tightest bound that
+	// some allocation meets:
+	//
+	//	ρ* = min ρ > RhoMax such that every job has an n with ρ_i(n) ≤ ρ
+	//	and the lower bounds lo_i(ρ) = min{n : ρ_i(n) ≤ ρ} pack, where
+	//	ρ_i(n) = (Δ·(R+e_i(n)) + r_i(n)/s)/F_i, e_i(n) = n if the job
+	//	finishes within its n rounds (r_i(n) = 0), T otherwise,
+	//
+	// and solves the unweighted problem (the FTF problem of §4.5 at ρ*)
+	// under lo(ρ*). The finish-aware e_i differs from the
+	// original's constraint, which always counts the window's end, so that
+	// a job finishing inside the window is not judged late whatever it
+	// gets (with it, ρ* is set by those short jobs and binds nothing).
+	// lo_i(ρ) falls as ρ grows, so ρ* is found by bisection over the
+	// finitely many values ρ_i(n), one packing check per step (the count
+	// model makes each check cheap). When no value packs (only possible
+	// when the packing question goes unanswered), the relaxation is solved.
+	FairnessTightest
+)
+
+// String returns "relax" or "tightest".
+func (f Fairness) String() string {
+	switch f {
+	case FairnessRelax:
+		return "relax"
+	case FairnessTightest:
+		return "tightest"
+	}
+	return fmt.Sprintf("Fairness(%d)", int(f))
+}
+
+// ParseFairness accepts "relax" and "tightest".
+func ParseFairness(s string) (Fairness, error) {
+	switch s {
+	case "relax":
+		return FairnessRelax, nil
+	case "tightest":
+		return FairnessTightest, nil
+	}
+	return 0, fmt.Errorf("%w: fairness %q, want relax or tightest", ErrInvalid, s)
+}
+
+// tightest finds ρ* (FairnessTightest) and solves the model constrained by
+// it. free is a model of the same instance (its curves and classes do not
+// depend on the bound). It reports false when no bound packs; stats gets
+// the work done.
+func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*model, *searcher, bool) {
+	in.tight = true
+	defer func() {
+		if !in.tight {
+			in.ftfRho = in.set.RhoMax
+		}
+	}()
+	pk := newPacker(free)
+	rhos := in.rhoCandidates(free)
+	lo := make([]int, len(in.jobs))
+	packs := func(rho float64) bool {
+		in.ftfRho = rho
+		for c := range in.jobs {
+			if lo[c] = in.lowAt(&in.jobs[c], &free.jobs[c]); lo[c] < 0 {
+				return false
+			}
+		}
+		ok, _ := pk.check(lo)
+		return ok
+	}
+	// rhos[a] does not pack (or a = −1), rhos[b] does (or b = len).
+	a, b := -1, len(rhos)
+	for b-a > 1 {
+		mid := (a + b) / 2
+		if packs(rhos[mid]) {
+			b = mid
+		} else {
+			a = mid
+		}
+	}
+	stats.PackChecks += pk.checks
+	if b == len(rhos) {
+		in.tight = false
+		return nil, nil, false
+	}
+	in.ftfRho = rhos[b]
+	m := newModel(in, weights, true)
+	sr := newSearcher(m, in.set)
+	ok := sr.run()
+	sr.balanceTwins()
+	stats.add(sr.stats)
+	if !ok {
+		in.tight = false
+	}
+	return m, sr, ok
+}
+
+// lowAt is lo_i at the current ftfRho: the least n that meets the FTF
+// bound, or −1 when no n does.
+func (in *instance) lowAt(j *Job, jm *jobModel) int {
+	for n := 0; n <= jm.hi; n++ {
+		if in.ftfAt(j, n, jm.r[n]) {
+			return n
+		}
+	}
+	return -1
+}
+
+// rhoCandidates returns RhoMax and the sorted distinct values ρ_i(n)
+// above it at which some job's lower bound changes. (RhoMax itself can
+// pack here although it did not in the original constraint, which counts
+// the window's end for every job.)
+func (in *instance) rhoCandidates(m *model) []float64 {
+	out := []float64{in.set.RhoMax}
+	for c := range in.jobs {
+		j, jm := &in.jobs[c], &m.jobs[c]
+		for n := 0; n <= jm.hi; n++ {
+			end := in.T
+			if jm.r[n] <= 0 {
+				end = n
+			}
+			rho := (in.delta*float64(in.R+end) + jm.r[n]/in.share) / j.FairFinish
+			if rho > in.set.RhoMax {
+				out = append(out, rho*(1+2*ftfTol))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,120 @@
+package policy
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// remainingTextbook is spec §4.3 step by step, as the policy computed it
+// before remaining kept its posterior between calls: maps, one increment
+// per observed epoch, one decrement per observation.
+func remainingTextbook(m *swMeta, p int) float64 {
+	obs := m.planned[:min(p, m.epochs-1)+1]
+	post := map[int]float64{}
+	for _, b := range m.modes {
+		post[b] = float64(m.epochs) / float64(len(m.modes))
+	}
+	for _, b := range obs {
+		post[b]++
+	}
+	total := 0.0
+	for _, b := range m.modes {
+		total += post[b]
+	}
+	n := map[int]float64{}
+	for _, b := range m.modes {
+		n[b] = float64(m.epochs) * post[b] / total
+	}
+	for _, b := range obs {
+		if n[b] >= 1 {
+			n[b]--
+		}
+	}
+	rem := m.epochs - m.epoch
+	sumN := 0.0
+	for _, b := range m.modes {
+		sumN += n[b]
+	}
+	infl := math.Max(math.Floor(sumN+1), float64(rem))
+	if infl <= 0 || rem <= 0 {
+		return 1
+	}
+	est := 0.0
+	for _, b := range m.modes {
+		s, k := 0.0, 0
+		for e, pb := range m.planned {
+			if pb == b {
+				s += m.dur[e]
+				k++
+			}
+		}
+		if k > 0 {
+			est += n[b] * (s / float64(k))
+		}
+	}
+	return est * float64(rem) / infl
+}
+
+// TestRemaining_IncrementalEqualsTheTextbookBitForBit: on random schedules
+// of 1 to 7 batch-size modes (fractional priors α = E/|M|), up to 3,000
+// epochs, with the epoch moving forward, back and jumping, and calibration
+// changing the durations in between, the kept-posterior estimate has the
+// bits of the step-by-step one, and the running epoch sums (epochSeconds,
+// doneSeconds) those of sums taken afresh.
+func TestRemaining_IncrementalEqualsTheTextbookBitForBit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 9000))
+	sizes := []int{8, 16, 32, 64, 128, 256, 512}
+	for trial := range 300 {
+		E := 1 + rng.IntN(3000)
+		nm := 1 + rng.IntN(len(sizes))
+		planned := make([]int, E)
+		secs := make([]float64, E)
+		for e := range planned {
+			planned[e] = sizes[rng.IntN(nm)]
+			secs[e] = 1 + 500*rng.Float64()
+		}
+		m := metaFor(planned, secs)
+		for step := range 40 {
+			switch rng.IntN(4) {
+			case 0: // jump anywhere, past the end included
+				m.epoch = rng.IntN(E + 2)
+			case 1:
+				m.calibrate([]Measurement{{Round: 1 + rng.IntN(50), Throughput: 0.1 + 10*rng.Float64(), BatchSize: planned[0]}}, 120)
+			default: // move forward a little
+				m.epoch = min(E+1, m.epoch+rng.IntN(1+E/10))
+			}
+			p := m.epoch
+			if got, want := m.remaining(p), remainingTextbook(m, p); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("trial %d step %d (E=%d, %d modes, p=%d): %v, textbook %v", trial, step, E, nm, p, got, want)
+			}
+			sum := func(d []float64) float64 {
+				s := 0.0
+				for _, v := range d {
+					s += v
+				}
+				return s
+			}
+			hi := min(m.epoch, E-1)
+			if got, want := m.epochSeconds(), sum(m.dur[:hi+1])/float64(hi+1); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("trial %d step %d: epochSeconds %v, summed %v", trial, step, got, want)
+			}
+			if got, want := m.doneSeconds(), sum(m.dur[:min(m.epoch, E)]); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("trial %d step %d: doneSeconds %v, summed %v", trial, step, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkTarget_ThirtyEstimates: the fair-share target of a job with 30
+// estimates, computed for every active job every round.
+func BenchmarkTarget_ThirtyEstimates(b *testing.B) {
+	m := metaFor([]int{32}, []float64{1})
+	for i := range 30 {
+		m.targets = append(m.targets, swTarget{round: 4 * i, value: 1000 + float64(i)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = m.target(200)
+	}
+}
