@@ -49,6 +49,7 @@ func TestSimulatePollux_BadInputIsOneLineAndExitCode2(t *testing.T) {
 		{[]string{"--trace", bad}, "field 3"},
 		{[]string{"--trace", trace, "--nodes", "4x8"}, "1 to 4 GPUs"},
 		{[]string{"--trace", trace, "--nodes", "x"}, "--nodes"},
+		{[]string{"--trace", trace, "--nodes", "2x4", "--cluster", trace}, "give one"},
 		{[]string{"--trace", trace, "--batch", "huge"}, "--batch"},
 		{[]string{"--trace", trace, "--apps", "mine"}, "--apps"},
 		{[]string{"--trace", trace, "--round", "90s"}, "--round"},
