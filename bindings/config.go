@@ -21,6 +21,7 @@ type config struct {
 	URL    *string `json:"url"`
 	Creds  *string `json:"creds"`
 	Token  *string `json:"token"`
+	TLSCA  *string `json:"tls_ca"`
 	Prefix *string `json:"prefix"`
 
 	Job        *string `json:"job"`
@@ -44,7 +45,7 @@ type config struct {
 	IsolatedSeconds *float64        `json:"isolated_seconds"`
 	Resume          *sdk.Checkpoint `json:"resume"`
 
-	ExitMode        *bool    `json:"exit_mode"`
+	ExitMode *bool `json:"exit_mode"`
 
 	Rank            *int     `json:"rank"`
 	WorldSize       *int     `json:"world_size"`
@@ -82,6 +83,7 @@ func parseConfig(raw []byte) (opts []sdk.Option, keys []string, sampleEvery time
 	str("url", c.URL, sdk.WithURL)
 	str("creds", c.Creds, sdk.WithCredentials)
 	str("token", c.Token, sdk.WithToken)
+	str("tls_ca", c.TLSCA, sdk.WithTLSCA)
 	str("prefix", c.Prefix, sdk.WithPrefix)
 	str("job", c.Job, sdk.WithJobID)
 	str("name", c.Name, sdk.WithName)

@@ -178,6 +178,8 @@ int shockwave_abi_version(void);
  *                     else nats://127.0.0.1:4222)
  *   creds, token      per-job credentials file, shared token (defaults from
  *                     $SHOCKWAVE_CREDS, $SHOCKWAVE_TOKEN)
+ *   tls_ca            CA file (PEM) of the coordinator's TLS certificate
+ *                     (default $SHOCKWAVE_TLS_CA)
  *   prefix            subject prefix (default "shockwave")
  *   job, name         job id (default $SHOCKWAVE_JOB_ID, else derived from name)
  *   model             model family (required)

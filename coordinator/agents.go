@@ -62,9 +62,14 @@ func (s *Service) subscribeAgents() ([]*nats.Subscription, error) {
 	return subs, nil
 }
 
-// fromJob reports a request that came from the JOBS account (through a
-// service import): jobs may not act as agents or operators.
-func fromJob(m *nats.Msg) bool { return m.Header.Get("Nats-Request-Info") != "" }
+// fromJob reports a request that came from the JOBS account of creds mode
+// (through a service import): jobs may not act as agents or operators. In
+// none and token mode agents share the local JOBS account with jobs (they
+// authenticate alike), so requests from it are allowed (localauth.go).
+func fromJob(m *nats.Msg) bool {
+	ri, err := requester(m.Header)
+	return err != nil || (ri != nil && ri.Account != localJobsAccount)
+}
 
 func (s *Service) agentFail(m *nats.Msg, code protocol.ErrorCode, err error) {
 	s.m.rejected.WithLabelValues("agent_" + string(code)).Inc()
@@ -153,7 +158,10 @@ func (s *Service) appendRecord(m *nats.Msg, subject string, data []byte, msgID, 
 	rec.Header.Set(hdrReply, m.Reply)
 	var opts []jetstream.PublishOpt
 	if msgID != "" {
-		opts = append(opts, jetstream.WithMsgID(msgID))
+		// Scoped by this process's nonce: no client can squat the id of a
+		// coordinator record (writes.go); a retry to this process still
+		// deduplicates.
+		opts = append(opts, jetstream.WithMsgID("coord-"+s.nonce+"-"+msgID))
 	}
 	f, err := s.js.PublishMsgAsync(rec, opts...)
 	if err != nil {
@@ -335,7 +343,7 @@ func (s *Service) checkAgents(ctx context.Context) {
 		s.log.Warn().Str("node", node).Str("reason", reason).Msg("node left")
 		data, _ := json.Marshal(nodeRecord{V: protocol.Version, Op: "leave", Hello: h, Reason: reason})
 		go func() {
-			_, err := s.js.Publish(ctx, s.subj.Prefix+"."+logNode, data)
+			err := s.append(ctx, s.subj.Prefix+"."+logNode, data, nil)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn().Err(err).Str("node", node).Msg("cannot log a node leaving; will retry")
 				select {

@@ -199,6 +199,9 @@ func (c *Core) Apply(now float64, e *protocol.Event) (*protocol.Lease, error) {
 	case e.Seq <= j.lastSeq:
 		return nil, fmt.Errorf("%w: job %s sent seq %d after %d", ErrOutOfOrder, e.Job, e.Seq, j.lastSeq)
 	}
+	if e.Seq-j.lastSeq > protocol.MaxSeqGap {
+		return nil, fmt.Errorf("%w: job %s jumped from seq %d to %d (more than 2^32 ahead)", ErrOutOfOrder, e.Job, j.lastSeq, e.Seq)
+	}
 	if err := c.advance(now); err != nil {
 		return nil, err
 	}

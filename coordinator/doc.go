@@ -151,6 +151,23 @@
 // the register, events and lease subjects; each job's user JWT allows only
 // its own subjects, and the server-stamped Nats-Request-Info header of a
 // registration names the requesting job, so a job cannot register another.
+// In none and token mode (localauth.go) jobs share one JOBS account without
+// JetStream; the coordinator and the administrator authenticate with
+// per-data-directory secrets, never with the job token. In every mode jobs
+// cannot publish <prefix>.log.* or call the JetStream API, and coordinator
+// records carry unguessable message ids (writes.go): a duplicate ack of
+// one is an error. Caps (caps.go) bound jobs in total and per client and
+// each job's event rate; TLS (tls.go) and revocation (revoke.go) complete
+// it. docs/security.md is the threat model.
+//
+// # Leadership (leader.go)
+//
+// One coordinator writes: a leader lease in a KV bucket, taken and renewed
+// by compare-and-swap, with an epoch that fences the log (ticks of an older
+// epoch are ignored) and every lease. A standby folds the log as it grows
+// and takes over after the leader is silent for a ttl; an embedded
+// coordinator also holds a flock on its data directory (lock.go). A
+// restart with another cluster shape appends a cluster record (resize.go).
 //
 // # Node agents and submitted jobs (agents.go, runner.go, submit.go)
 //

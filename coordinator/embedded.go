@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -32,6 +33,8 @@ type EmbeddedConfig struct {
 	// MaxPayload is the server's message size limit (default 8 MiB, so
 	// that the status reply of a large cluster fits).
 	MaxPayload int32
+	// TLS, when set, serves client connections over TLS only.
+	TLS *TLSFiles
 	// Logger receives the server's logs (nil: none).
 	Logger *zerolog.Logger
 }
@@ -40,7 +43,13 @@ type EmbeddedConfig struct {
 type Embedded struct {
 	Server *server.Server
 	auth   *Authority
-	token  string
+	local  *localAuth
+	lock   *dirLock
+	// creds mode: the resolver of the account JWTs, the logger and the
+	// revocation watcher's stop channel.
+	resolver *server.MemAccResolver
+	log      *zerolog.Logger
+	stop     chan struct{}
 }
 
 // StartEmbedded starts the server and waits until it accepts connections.
@@ -54,6 +63,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = 8 << 20
 	}
+	subj, err := protocol.NewSubjects(cfg.Prefix)
+	if err != nil {
+		return nil, err
+	}
 	opts := &server.Options{
 		ServerName: "shockwave", JetStream: true, StoreDir: cfg.DataDir, // the server stores under StoreDir/jetstream
 		MaxPayload: cfg.MaxPayload, DontListen: cfg.DontListen, NoSigs: true, NoLog: cfg.Logger == nil,
@@ -64,24 +77,27 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 			return nil, err
 		}
 		opts.Host, opts.Port = host, port
-	}
-	e := &Embedded{}
-	switch cfg.Auth {
-	case AuthNone, "":
-	case AuthToken:
-		if cfg.Token == "" {
-			return nil, errors.New("coordinator: token mode needs a token")
-		}
-		opts.Authorization, e.token = cfg.Token, cfg.Token
-	case AuthCreds:
-		if err := e.trustOperator(opts, cfg); err != nil {
+		if err := checkPortFree(host, port); err != nil {
 			return nil, err
 		}
-	default:
-		return nil, fmt.Errorf("coordinator: unknown auth mode %q", cfg.Auth)
+	}
+	if cfg.TLS != nil {
+		if err := cfg.TLS.configure(opts); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Embedded{lock: lock, log: cfg.Logger, stop: make(chan struct{})}
+	if err := e.setupAuth(opts, cfg, subj); err != nil {
+		lock.release()
+		return nil, err
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
+		lock.release()
 		return nil, fmt.Errorf("coordinator: embedded NATS: %w", err)
 	}
 	if cfg.Logger != nil {
@@ -90,10 +106,57 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
+		lock.release()
 		return nil, errors.New("coordinator: embedded NATS did not start within 10s")
 	}
+	if e.local != nil {
+		if err := e.local.link(s, subj); err != nil {
+			s.Shutdown()
+			lock.release()
+			return nil, err
+		}
+	}
 	e.Server = s
+	if e.auth != nil {
+		go e.watchRevocations(subj, e.stop)
+	}
 	return e, nil
+}
+
+// setupAuth configures the server's authentication for cfg.Auth.
+func (e *Embedded) setupAuth(opts *server.Options, cfg EmbeddedConfig, subj protocol.Subjects) error {
+	switch cfg.Auth {
+	case AuthNone, "", AuthToken:
+		if cfg.Auth == AuthToken && cfg.Token == "" {
+			return errors.New("coordinator: token mode needs a token")
+		}
+		local, err := setupLocalAuth(opts, cfg, subj)
+		if err != nil {
+			return err
+		}
+		e.local = local
+		return nil
+	case AuthCreds:
+		return e.trustOperator(opts, cfg)
+	}
+	return fmt.Errorf("coordinator: unknown auth mode %q", cfg.Auth)
+}
+
+// checkPortFree reports a listen address already in use as such, instead of
+// a server that never becomes ready.
+func checkPortFree(host string, port int) error {
+	if port <= 0 {
+		return nil
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("coordinator: cannot listen on %s: the address is already in use (another coordinator or NATS server?)", addr)
+		}
+		return fmt.Errorf("coordinator: cannot listen on %s: %w", addr, err)
+	}
+	return ln.Close()
 }
 
 // trustOperator sets up operator mode with the authority's accounts.
@@ -119,7 +182,7 @@ func (e *Embedded) trustOperator(opts *server.Options, cfg EmbeddedConfig) error
 	opts.TrustedOperators = []*jwt.OperatorClaims{op}
 	opts.AccountResolver = res
 	opts.SystemAccount = pub(auth.system)
-	e.auth = auth
+	e.auth, e.resolver = auth, res
 	return nil
 }
 
@@ -128,8 +191,8 @@ func (e *Embedded) trustOperator(opts *server.Options, cfg EmbeddedConfig) error
 func (e *Embedded) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	opts = append([]nats.Option{nats.InProcessServer(e.Server), nats.Name("shockwave-coordinator"), nats.MaxReconnects(-1)}, opts...)
 	switch {
-	case e.token != "":
-		opts = append(opts, nats.Token(e.token))
+	case e.local != nil:
+		opts = append(opts, nats.Token(string(e.local.coordSecret)))
 	case e.auth != nil:
 		o, err := e.auth.coordinator()
 		if err != nil {
@@ -146,10 +209,43 @@ func (e *Embedded) Authority() *Authority { return e.auth }
 // ClientURL is the address clients connect to.
 func (e *Embedded) ClientURL() string { return e.Server.ClientURL() }
 
-// Shutdown stops the server and waits for it.
+// CoordinatorOptions are the connection options of a client with the
+// coordinator's full rights on this server (tools and tests that read the
+// log or publish as the coordinator). Keep them as secret as the data
+// directory.
+func (e *Embedded) CoordinatorOptions() ([]nats.Option, error) {
+	switch {
+	case e.local != nil:
+		return []nats.Option{nats.Token(string(e.local.coordSecret))}, nil
+	case e.auth != nil:
+		o, err := e.auth.coordinator()
+		if err != nil {
+			return nil, err
+		}
+		return []nats.Option{o}, nil
+	}
+	return nil, nil
+}
+
+// AdminSecretFile is the file holding the administrator's secret in none
+// and token mode (a NATS token that may request status), else "".
+func (e *Embedded) AdminSecretFile(dataDir string) string {
+	if e.local == nil {
+		return ""
+	}
+	return filepath.Join(dataDir, "auth", adminSecretFile)
+}
+
+// Shutdown stops the server, waits for it and releases the data directory.
 func (e *Embedded) Shutdown() {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
 	e.Server.Shutdown()
 	e.Server.WaitForShutdown()
+	e.lock.release()
 }
 
 func splitListen(listen string) (string, int, error) {

@@ -45,6 +45,7 @@ const (
 	kindRegister = "register"
 	kindTick     = "tick"
 	kindConfig   = "config"
+	kindLeader   = "leader"
 	kindUnknown  = "unknown"
 )
 
@@ -61,6 +62,7 @@ type outcome struct {
 	round    *Round                  // tick: the round it started
 	solve    time.Duration           // tick: how long Core.Tick took
 	exits    []protocol.Lease        // EXIT leases returned by events
+	leader   *leaderRecord           // leader: the record
 	// Records of agents and submissions (runner.go): the reply to send, and
 	// whether the nodes' desired state changed.
 	agentAnswer any
@@ -89,10 +91,17 @@ type fold struct {
 	last   *Round                    // the most recent round
 	leases map[string]protocol.Lease // RUN leases of the most recent round
 	run    *runner                   // submitted jobs and node agents (runner.go)
+
+	// epoch is the highest leader epoch of the log (leader.go): ticks of
+	// an older epoch are ignored, and leases carry the epoch of the tick
+	// that issued them.
+	epoch uint64
+	// budgets are the event budgets of known jobs (caps.go).
+	budgets map[string]*budget
 }
 
 func newFold(subj protocol.Subjects, limit int) *fold {
-	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner()}
+	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner(), budgets: map[string]*budget{}}
 }
 
 // apply folds one record.
@@ -110,6 +119,10 @@ func (f *fold) apply(r record) outcome {
 		return f.register(r)
 	case r.Subject == f.subj.Prefix+"."+logTick:
 		return f.tick(r)
+	case r.Subject == f.subj.Prefix+"."+logLeader:
+		return f.leader(r)
+	case r.Subject == f.subj.Prefix+"."+logCluster:
+		return f.resize(r)
 	}
 	if o, ok := f.applyRunner(r); ok {
 		return o
@@ -174,6 +187,10 @@ func (f *fold) answer(job string, resumed bool) *protocol.RegisterReply {
 
 func (f *fold) events(job string, r record) outcome {
 	o := outcome{kind: kindEvents, job: job}
+	if err := f.spend(job, r); err != nil {
+		o.reject("rate_limited", err)
+		return o
+	}
 	b, err := protocol.DecodeBatch(r.Data, f.limit)
 	if err != nil {
 		o.reject(protocol.Reason(err), err)
@@ -191,6 +208,7 @@ func (f *fold) events(job string, r record) outcome {
 		}
 		o.accepted++
 		if l != nil {
+			l.Epoch = f.epoch
 			o.exits = append(o.exits, *l)
 			delete(f.leases, job)
 		}
@@ -205,6 +223,10 @@ func (f *fold) tick(r record) outcome {
 		o.reject("invalid", err)
 		return o
 	}
+	if t.Epoch < f.epoch {
+		o.reject("stale_leader", fmt.Errorf("coordinator: tick of round %d from epoch %d; the log's leader epoch is %d", t.Round, t.Epoch, f.epoch))
+		return o
+	}
 	if t.Round != f.core.NextRound() {
 		o.reject("stale_tick", fmt.Errorf("coordinator: tick for round %d, next round is %d", t.Round, f.core.NextRound()))
 		return o
@@ -215,6 +237,9 @@ func (f *fold) tick(r record) outcome {
 	if err != nil {
 		o.err = err
 		return o
+	}
+	for i := range round.Leases {
+		round.Leases[i].Epoch = t.Epoch
 	}
 	o.round, f.last = round, round
 	clear(f.leases)
@@ -262,6 +287,22 @@ func sameConfig(a, b *configRecord) bool {
 		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
 		a.Dynamic == b.Dynamic && reflect.DeepEqual(a.Cluster, b.Cluster) && a.Reallocate == b.Reallocate &&
 		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
+}
+
+// leader raises the log's epoch.
+func (f *fold) leader(r record) outcome {
+	o := outcome{kind: kindLeader}
+	rec, err := decodeLeaderRecord(r.Data)
+	if err != nil {
+		o.reject("invalid", err)
+		return o
+	}
+	if rec.Epoch <= f.epoch {
+		o.reject("stale_leader", fmt.Errorf("coordinator: leader record of epoch %d; the log's epoch is already %d", rec.Epoch, f.epoch))
+		return o
+	}
+	f.epoch, o.leader = rec.Epoch, rec
+	return o
 }
 
 // orNone shows a logged policy configuration in an error message.

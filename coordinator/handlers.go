@@ -43,22 +43,24 @@ func (s *Service) onRegister(m *nats.Msg) {
 		fail(protocol.Code(err), protocol.Reason(err), err)
 		return
 	}
-	if err := authorize(m.Header, r.Job); err != nil {
+	ri, err := requester(m.Header)
+	if err == nil {
+		err = authorize(ri, r.Job)
+	}
+	if err != nil {
 		fail(protocol.CodeForbidden, "forbidden", err)
 		return
 	}
-	rec := nats.NewMsg(s.subj.Prefix + "." + logRegister)
-	rec.Data = m.Data
-	rec.Header.Set(hdrReply, m.Reply)
-	f, err := s.js.PublishMsgAsync(rec)
-	if err != nil {
-		fail(protocol.CodeUnavailable, "unavailable", err)
+	if reason, err := s.admitRegistration(ri.clientKey(), r.Job); err != nil {
+		fail(protocol.CodeRejected, reason, err)
 		return
 	}
+	hdr := nats.Header{}
+	hdr.Set(hdrReply, m.Reply)
 	go func() {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.append(ctx, s.subj.Prefix+"."+logRegister, m.Data, hdr); err != nil {
 			fail(protocol.CodeUnavailable, "unavailable", err)
 		}
 	}()
@@ -109,6 +111,7 @@ func (s *Service) answerStatus(req statusRequest) {
 		RoundSeconds: s.cfg.Core.RoundSeconds, Round: s.nextRound(), Now: s.fold.now,
 		Recovering: !s.live, LogSeq: s.fold.seq, Jobs: []protocol.JobInfo{}}
 	if c := s.fold.core; c != nil {
+		rep.GPUs = c.GPUs()
 		if req.req.Job != "" {
 			if st, ok := c.Job(req.req.Job); ok {
 				rep.Jobs = append(rep.Jobs, st)

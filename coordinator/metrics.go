@@ -30,6 +30,8 @@ type Metrics struct {
 	logSeq         prometheus.Gauge
 	replaySeconds  prometheus.Gauge
 	snapshotErrors prometheus.Counter
+	logWrites      *prometheus.CounterVec
+	deposed        prometheus.Counter
 	snapshotMetrics
 
 	labeled map[string]bool // jobs with per-job series
@@ -59,10 +61,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		logSeq:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_log_sequence", Help: "Last log record folded into the state."}),
 		replaySeconds:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_replay_seconds", Help: "How long the replay of the log took at start."}),
 		snapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_snapshot_errors_total", Help: "Snapshots that could not be written, or replays that disagreed with the stored snapshot."}),
+		logWrites:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_log_writes_total", Help: "Coordinator records written to the log, by result (ok, error, duplicate: another writer used the record's message id)."}, []string{"result"}),
+		deposed:        prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leader_deposed_total", Help: "Times this coordinator lost the leader lease while leading."}),
 		labeled:        map[string]bool{},
 	}
 	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.accepted,
-		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors)
+		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
+		m.logWrites, m.deposed)
 	m.snapshotMetrics = newSnapshotMetrics(reg)
 	return m
 }

@@ -147,8 +147,9 @@ func decodeConfigRecord(data []byte) (*configRecord, error) {
 // tickRecord asks for the round boundary of round Round. A tick record for
 // any other round than the Core's next one is a duplicate and is ignored.
 type tickRecord struct {
-	V     int `json:"v"`
-	Round int `json:"round"`
+	V     int    `json:"v"`
+	Round int    `json:"round"`
+	Epoch uint64 `json:"epoch,omitempty"` // the writer's leader epoch (leader.go)
 }
 
 func decodeTickRecord(data []byte) (*tickRecord, error) {
@@ -271,10 +272,10 @@ func (s *storage) lastSeq(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// loggedConfig returns the log's configuration record, or nil when the log
-// has none yet.
+// loggedConfig returns the log's first configuration record, the one the
+// fold builds the Core from, or nil when the log has none yet.
 func (s *storage) loggedConfig(ctx context.Context) (*configRecord, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, s.subj.Prefix+"."+logConfig)
+	m, err := s.stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(s.subj.Prefix+"."+logConfig))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

@@ -65,7 +65,7 @@ func damageLog(t testing.TB, dir, how string) {
 func quiesce(t *testing.T, e *env, stop func()) {
 	t.Helper()
 	stop()
-	nc := e.client()
+	nc := e.coordClient() // JetStream: the coordinator's rights
 	js, _ := jetstream.New(nc)
 	name, _ := streamNames(e.subj.Prefix)
 	rounds := e.svc.Health().Rounds
@@ -203,7 +203,7 @@ func TestIntegrity_AnUnreadableNewestSnapshotRefusesAndRecoveryLosesNothing(t *t
 	want := status(t, e.client(), e.subj)
 	// A newer snapshot object whose bytes are not a snapshot, as a
 	// damaged disk or a bad write would leave.
-	js, _ := jetstream.New(e.client())
+	js, _ := jetstream.New(e.coordClient())
 	ctx := context.Background()
 	obj, err := js.ObjectStore(ctx, snapshotBucket(e.subj.Prefix))
 	if err != nil {
@@ -248,7 +248,7 @@ func TestCompaction_TheLogKeepsOnlyWhatTheOlderSnapshotDoesNotCover(t *testing.T
 			t.Fatal(err)
 		}
 	}
-	js, _ := jetstream.New(nc)
+	js, _ := jetstream.New(e.coordClient())
 	name, _ := streamNames(e.subj.Prefix)
 	ctx := context.Background()
 	st, err := js.Stream(ctx, name)

@@ -27,7 +27,7 @@ func TestService_ANATSRestartLosesNoJob(t *testing.T) {
 	defer func() { srv.Shutdown() }()
 	url := "nats://" + listen
 	reconnect := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond), nats.ReconnectBufSize(64 << 20)}
-	owner, err := nats.Connect(url, reconnect...)
+	owner, err := nats.Connect(url, append(reconnect, coordinatorToken(t, dir))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +70,6 @@ func TestService_ANATSRestartLosesNoJob(t *testing.T) {
 			t.Errorf("job %s after two NATS restarts: %+v", id, r)
 		}
 	}
-	ref, _ := reference(t, nc, subj.Prefix, st.LogSeq)
+	ref, _ := reference(t, dialEventually(t, url, coordinatorToken(t, dir)), subj.Prefix, st.LogSeq)
 	sameState(t, st, ref)
 }

@@ -68,6 +68,7 @@ func IsLoopback(listen string) bool {
 // directory readable by the coordinator's user only.
 type Authority struct {
 	operator, system, coord, jobs nkeys.KeyPair
+	dir                           string
 }
 
 var authorityFiles = []string{"operator.nk", "system.nk", "coord.nk", "jobs.nk"}
@@ -97,7 +98,7 @@ func LoadAuthority(dir string, create bool) (*Authority, error) {
 			return nil, fmt.Errorf("coordinator: credentials authority %s: %w", path, err)
 		}
 	}
-	return &Authority{operator: kps[0], system: kps[1], coord: kps[2], jobs: kps[3]}, nil
+	return &Authority{operator: kps[0], system: kps[1], coord: kps[2], jobs: kps[3], dir: dir}, nil
 }
 
 func newSeed(operator bool) ([]byte, error) {
@@ -142,6 +143,13 @@ func (a *Authority) trust(s protocol.Subjects) (*jwt.OperatorClaims, map[string]
 	)
 	jobs := jwt.NewAccountClaims(pub(a.jobs))
 	jobs.Name = "JOBS"
+	revs, err := a.revocations()
+	if err != nil {
+		return nil, nil, err
+	}
+	for key, at := range revs {
+		jobs.RevokeAt(key, time.Unix(at, 0))
+	}
 	jobs.Imports.Add(
 		&jwt.Import{Name: "register", Subject: jwt.Subject(s.Register()), Account: pub(a.coord), Type: jwt.Service, Share: true},
 		&jwt.Import{Name: "events", Subject: jwt.Subject(s.AllEvents()), Account: pub(a.coord), Type: jwt.Service},
@@ -160,9 +168,15 @@ func (a *Authority) trust(s protocol.Subjects) (*jwt.OperatorClaims, map[string]
 
 // user signs a user JWT in account acct and returns it with the user's seed.
 func user(acct nkeys.KeyPair, name string, perms *jwt.Permissions, ttl time.Duration) (string, []byte, error) {
+	tok, seed, _, err := userKey(acct, name, perms, ttl)
+	return tok, seed, err
+}
+
+// userKey is user, also returning the user's public key.
+func userKey(acct nkeys.KeyPair, name string, perms *jwt.Permissions, ttl time.Duration) (string, []byte, string, error) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	seed, _ := kp.Seed()
 	uc := jwt.NewUserClaims(pub(kp))
@@ -175,7 +189,7 @@ func user(acct nkeys.KeyPair, name string, perms *jwt.Permissions, ttl time.Dura
 		uc.Expires = time.Now().Add(ttl).Unix()
 	}
 	tok, err := uc.Encode(acct)
-	return tok, seed, err
+	return tok, seed, pub(kp), err
 }
 
 // JobPermissions are the permissions of job's credentials.
@@ -192,9 +206,12 @@ func (a *Authority) IssueJob(s protocol.Subjects, job string, ttl time.Duration)
 	if err := protocol.ValidateJobID("credentials", job); err != nil {
 		return nil, err
 	}
-	tok, seed, err := user(a.jobs, job, JobPermissions(s, job), ttl)
+	tok, seed, key, err := userKey(a.jobs, job, JobPermissions(s, job), ttl)
 	if err != nil {
 		return nil, err
+	}
+	if err := a.recordIssued(job, key); err != nil {
+		return nil, fmt.Errorf("coordinator: recording the credentials of %s (needed to revoke them): %w", job, err)
 	}
 	return jwt.FormatUserConfig(tok, seed)
 }
@@ -223,29 +240,65 @@ func (a *Authority) coordinator() (nats.Option, error) {
 }
 
 // requestInfo is the part of the server's Nats-Request-Info header the
-// coordinator reads: the account and the user JWT name of the requester.
+// coordinator reads: the account, the user JWT name and the connection of the
+// requester.
 type requestInfo struct {
 	Account string `json:"acc"`
 	NameTag string `json:"name_tag"`
+	Server  string `json:"server"`
+	Client  uint64 `json:"id"`
+	Host    string `json:"host"`
+}
+
+// requester decodes the server-stamped identity of a request that crossed
+// into the coordinator's account through a service import; nil when the
+// request came from inside the coordinator's account.
+func requester(h nats.Header) (*requestInfo, error) {
+	raw := h.Get("Nats-Request-Info")
+	if raw == "" {
+		return nil, nil
+	}
+	var ri requestInfo
+	if err := json.Unmarshal([]byte(raw), &ri); err != nil {
+		return nil, fmt.Errorf("coordinator: unreadable requester identity: %w", err)
+	}
+	return &ri, nil
+}
+
+// clientKey names the client a request came from, for per-client caps: the
+// user in creds mode (one user per job), else the connection.
+func (ri *requestInfo) clientKey() string {
+	if ri == nil {
+		return ""
+	}
+	if ri.NameTag != "" {
+		return "user:" + ri.NameTag
+	}
+	return fmt.Sprintf("conn:%s/%d", ri.Server, ri.Client)
 }
 
 // authorize checks that a registration of job came from job's credentials.
 // A request that crossed into the coordinator's account through a service
 // import carries a Nats-Request-Info header that the server sets (a client
-// cannot forge it): its user name must be the job id. A request without it
-// came from inside the coordinator's account (or a server without
-// per-job credentials) and is allowed.
-func authorize(h nats.Header, job string) error {
-	raw := h.Get("Nats-Request-Info")
-	if raw == "" {
+// cannot forge it). In creds mode (a JWT account) its user name must be the
+// job id; in none and token mode (the local JOBS account) jobs share one
+// identity and any may register any id. A request without the header came
+// from inside the coordinator's account and is allowed.
+func authorize(ri *requestInfo, job string) error {
+	if ri == nil || ri.Account == localJobsAccount {
 		return nil
-	}
-	var ri requestInfo
-	if err := json.Unmarshal([]byte(raw), &ri); err != nil {
-		return fmt.Errorf("coordinator: unreadable requester identity: %w", err)
 	}
 	if ri.NameTag != job {
 		return fmt.Errorf("coordinator: the credentials of %q may not register job %q", ri.NameTag, job)
 	}
 	return nil
+}
+
+// authorizeHeader is authorize on a request's headers.
+func authorizeHeader(h nats.Header, job string) error {
+	ri, err := requester(h)
+	if err != nil {
+		return err
+	}
+	return authorize(ri, job)
 }

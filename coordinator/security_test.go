@@ -139,7 +139,9 @@ func TestCreds_AJobCannotPublishALeaseOrALogRecord(t *testing.T) {
 	b, _ := jobClient(t, e, "B")
 	own := watchLeasesQuiet(b, e.subj.Lease("B"))
 	fake, _ := json.Marshal(protocol.Lease{V: 1, Job: "B", Action: protocol.Exit, Start: 1, Expiry: 2})
-	for _, subject := range []string{e.subj.Lease("B"), e.subj.Lease("A"), e.subj.Prefix + ".log.tick", e.subj.Status()} {
+	stream, bucket := streamNames(e.subj.Prefix)
+	for _, subject := range []string{e.subj.Lease("B"), e.subj.Lease("A"), e.subj.Prefix + ".log.tick", e.subj.Status(),
+		e.subj.Prefix + ".log.leader", "$JS.API.STREAM.PURGE." + stream, "$JS.API.STREAM.DELETE.KV_" + bucket} {
 		if err := a.Publish(subject, fake); err != nil {
 			t.Fatal(err)
 		}
@@ -234,4 +236,48 @@ func watchLeasesQuiet(nc *nats.Conn, subject string) *counter {
 	})
 	_ = nc.Flush()
 	return c
+}
+
+func TestCreds_ARevokedJobIsDisconnectedAndCannotConnectAgain(t *testing.T) {
+	e := newEnv(t, 2, func(ec *EmbeddedConfig, _ *ServiceConfig) {
+		ec.Auth, ec.DontListen, ec.Listen = AuthCreds, false, "127.0.0.1:-1"
+	})
+	creds, err := e.emb.Authority().IssueJob(e.subj, "R", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "R.creds")
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	r := e.client(nats.UserCredentials(path), nats.CustomInboxPrefix(e.subj.Inbox("R")), nats.NoReconnect(),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if rep := register(t, r, e.subj, newJob("R", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	other, _ := jobClient(t, e, "K")
+	n, err := e.emb.Authority().Revoke("R", time.Now())
+	if err != nil || n != 1 {
+		t.Fatalf("revoke: %d keys, %v", n, err)
+	}
+	start := time.Now()
+	select {
+	case <-closed:
+		t.Logf("the revoked job was disconnected after %v", time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked job's connection is still open")
+	}
+	if nc, err := nats.Connect(e.emb.ClientURL(), nats.UserCredentials(path)); err == nil {
+		nc.Close()
+		t.Fatal("a revoked credential connected")
+	} else if !strings.Contains(err.Error(), "Authorization Violation") {
+		t.Errorf("refusal: %v", err)
+	}
+	if rep := register(t, other, e.subj, newJob("K", 1)); rep.Error != nil {
+		t.Errorf("another job after the revocation: %v", rep.Error)
+	}
+	if _, err := e.emb.Authority().Revoke("never-issued", time.Now()); err == nil {
+		t.Error("revoking a job without credentials succeeded")
+	}
 }

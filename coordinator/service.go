@@ -40,6 +40,20 @@ type ServiceConfig struct {
 	// (default file storage, 1 replica).
 	Storage  jetstream.StorageType
 	Replicas int
+	// LeaderTTL is how long a standby waits for a silent leader before it
+	// takes over (default: two rounds, between 1 s and 5 s).
+	LeaderTTL time.Duration
+	// OwnServer says the connection goes to an embedded, unclustered NATS
+	// server this process started (and whose data directory it locked): a
+	// leader lease taken through an earlier incarnation of that server is
+	// stale, so a restart after a crash takes over at once.
+	OwnServer bool
+	// MaxJobs caps the jobs that are pending or active at once (default
+	// DefaultMaxJobs); MaxJobsPerClient caps the new jobs one client
+	// (connection, or user in creds mode) may register (default
+	// DefaultMaxJobsPerClient). Refusals are counted.
+	MaxJobs          int
+	MaxJobsPerClient int
 	// SnapshotRounds is how often the state is snapshotted and the log
 	// compacted, in rounds (default DefaultSnapshotRounds; recovery.go).
 	SnapshotRounds int
@@ -82,6 +96,9 @@ func (c *ServiceConfig) validate() error {
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
 	if c.AgentTimeout == 0 {
 		c.AgentTimeout = DefaultAgentTimeout
 	}
@@ -99,6 +116,9 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.Core.LeaseGraceSeconds == 0 {
 		c.Core.LeaseGraceSeconds = c.Core.RoundSeconds / 4
+	}
+	if c.LeaderTTL == 0 {
+		c.LeaderTTL = defaultLeaderTTL(time.Duration(c.Core.RoundSeconds * float64(time.Second)))
 	}
 	c.Core.ExpireLeases = true
 	name, err := policy.Canonical(c.Policy)
@@ -162,6 +182,19 @@ type Service struct {
 	recovery string                 // what a recovery lost (loop-owned)
 	recMsg   atomic.Pointer[string]
 
+	// Leadership and writes (leader.go, writes.go).
+	nonce    string // random per process: the leader id and message-id prefix
+	writes   atomic.Uint64
+	lead     *leadership
+	elected  chan uint64
+	deposed  chan error
+	epoch    uint64 // owned by the loop: the epoch held, 0 when standby
+	subs     []*nats.Subscription
+	logEpoch atomic.Uint64 // the highest epoch the log has seen
+	failing  atomic.Bool   // the last coordinator write failed
+	standby  atomic.Bool
+	admit    admission
+
 	ready  atomic.Bool
 	seq    atomic.Uint64
 	rounds atomic.Int64
@@ -186,8 +219,14 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	nonce, err := newNonce()
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
-		cfg: cfg, nc: nc, js: js, subj: subj, log: *cfg.Logger, m: cfg.Metrics,
+		nonce: nonce, elected: make(chan uint64, 1), deposed: make(chan error, 1),
+		admit: admission{perClient: map[string]int{}},
+		cfg:   cfg, nc: nc, js: js, subj: subj, log: *cfg.Logger, m: cfg.Metrics,
 		rejectLog: cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 20, Period: time.Second}),
 		fold:      newFold(subj, cfg.MaxMessageBytes),
 		in:        make(chan record, 4096),
@@ -210,10 +249,15 @@ func (s *Service) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer s.ready.Store(false)
+	s.runCtx = ctx
 	st, err := openStorage(ctx, s.js, s.subj, &s.cfg)
 	if err != nil {
 		return err
 	}
+	if s.lead, err = openLeadership(ctx, s.js, s.subj, &s.cfg, s.nonce); err != nil {
+		return err
+	}
+	s.lead.floor, s.lead.server = s.logEpoch.Load, s.nc.ConnectedServerId
 	snaps, err := openSnapshotStore(ctx, s.js, s.subj.Prefix, &s.cfg)
 	if err != nil {
 		return err
@@ -235,9 +279,8 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.log.Info().Str("stream", st.name).Uint64("snapshot_seq", ss.restored).Uint64("from", ss.from).
 		Uint64("to", s.catchUp).Msg("restored the newest snapshot; replaying the log after it")
-	if s.catchUp < ss.from {
-		s.goLive()
-	}
+	// Even with nothing to replay, the service goes live only once it leads
+	// and its leader record came back through the log (leader.go).
 	cons, err := s.js.OrderedConsumer(ctx, st.name, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: ss.from})
 	if err != nil {
@@ -251,21 +294,16 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: log consumer: %w", err)
 	}
 	defer cc.Stop()
-	subs, err := s.subscribe()
-	if err != nil {
-		return err
-	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.writeSnapshots(ctx, st) })
 	wg.Go(func() { s.writeStates(ctx, st, snaps) })
+	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
 	err = s.loop(ctx)
 	if err != nil {
 		msg := err.Error()
 		s.refused.Store(&msg)
 	}
-	for _, sub := range subs {
-		_ = sub.Unsubscribe()
-	}
+	s.unsubscribe()
 	cancel()
 	wg.Wait()
 	return err
@@ -286,17 +324,19 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 		logged = s.fold.cfg // the log was compacted: the snapshot carries its configuration
 	}
 	if logged != nil {
-		if !sameConfig(logged, &mine) {
+		if !sameRules(logged, &mine) {
 			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, re-allocate on change %v, policy config %s); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
 				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace,
 				logged.Reallocate, orNone(logged.PolicyConfig))
 		}
+		if !sameConfig(logged, &mine) {
+			s.log.Info().Str("log_cluster", logged.clusterString()).Msg("the cluster differs from the one the log started with; it is resized, if needed, once this coordinator leads")
+		}
 		return nil
 	}
 	data, _ := jsonMarshal(mine)
-	_, err = s.js.Publish(ctx, s.subj.Prefix+"."+logConfig, data, jetstream.WithMsgID("config"))
-	return err
+	return s.appendRetrying(ctx, s.subj.Prefix+"."+logConfig, data)
 }
 
 // receive runs on the consumer's goroutine: it hands a record to the loop.
@@ -312,26 +352,22 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
 	}
 }
 
-func (s *Service) subscribe() ([]*nats.Subscription, error) {
-	reg, err := s.nc.Subscribe(s.subj.Register(), s.onRegister)
+// subscribe starts answering subject with h (only the leader answers).
+func (s *Service) subscribe(subject string, h nats.MsgHandler) {
+	sub, err := s.nc.Subscribe(subject, h)
 	if err != nil {
-		return nil, err
+		s.log.Error().Err(err).Str("subject", subject).Msg("cannot subscribe")
+		return
 	}
-	st, err := s.nc.Subscribe(s.subj.Status(), s.onStatus)
-	if err != nil {
-		_ = reg.Unsubscribe()
-		return nil, err
+	_ = sub.SetPendingLimits(64<<10, 64<<20)
+	s.subs = append(s.subs, sub)
+}
+
+func (s *Service) unsubscribe() {
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
 	}
-	for _, sub := range []*nats.Subscription{reg, st} {
-		_ = sub.SetPendingLimits(64<<10, 64<<20)
-	}
-	agents, err := s.subscribeAgents()
-	if err != nil {
-		_ = reg.Unsubscribe()
-		_ = st.Unsubscribe()
-		return nil, err
-	}
-	return append([]*nats.Subscription{reg, st}, agents...), nil
+	s.subs = nil
 }
 
 // loop is the one goroutine that owns the Core.
@@ -354,10 +390,16 @@ func (s *Service) loop(ctx context.Context) error {
 			}
 		case req := <-s.statusq:
 			s.answerStatus(req)
+		case epoch := <-s.elected:
+			s.elect(ctx, epoch)
+		case err := <-s.deposed:
+			s.depose(err)
 		case req := <-s.agentq:
 			s.answerAgent(req)
 		case <-agentTick.C:
-			s.checkAgents(ctx)
+			if s.live { // only the leader decides that a node left
+				s.checkAgents(ctx)
+			}
 		case err := <-s.ticked:
 			if err != nil {
 				s.log.Warn().Err(err).Int("round", s.tickRound).Msg("cannot log the round tick; retrying")
@@ -404,14 +446,14 @@ func (s *Service) nextRound() int {
 // fireTick appends the next round's tick record to the log; the round
 // starts when the record comes back through the consumer.
 func (s *Service) fireTick(ctx context.Context) {
-	if s.fold.core == nil {
+	if s.fold.core == nil || !s.live { // a deposed leader writes no tick
 		return
 	}
 	round := s.fold.core.NextRound()
 	s.tickRound, s.tickFired = round, time.Now()
-	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round})
+	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch})
 	go func() {
-		_, err := s.js.Publish(ctx, s.subj.Prefix+"."+logTick, data, jetstream.WithMsgID(fmt.Sprintf("tick-%d", round)))
+		err := s.append(ctx, s.subj.Prefix+"."+logTick, data, nil)
 		if ctx.Err() == nil {
 			s.ticked <- err
 		}
@@ -425,10 +467,18 @@ func (s *Service) handle(r record) {
 	if s.cfg.onApply != nil {
 		s.cfg.onApply(r, &o)
 	}
+	s.observeFold(r, &o)
 	if !s.live {
 		s.checkRecord(r)
 		s.verify(r)
-		if s.fatal == nil && (r.Seq >= s.catchUp || r.Pending == 0) {
+		if r.Seq >= s.catchUp && s.standby.CompareAndSwap(false, true) {
+			ev := s.log.Debug()
+			if s.epoch == 0 {
+				ev = s.log.Info()
+			}
+			ev.Uint64("records", s.catchUp).Float64("took_s", time.Since(s.started).Seconds()).Msg("log replayed; standing by while another coordinator leads")
+		}
+		if s.fatal == nil && o.kind == kindLeader && s.epoch != 0 && o.leader != nil && o.leader.Epoch == s.epoch && o.leader.ID == s.nonce {
 			s.goLive()
 		}
 		return
@@ -468,7 +518,14 @@ func (s *Service) goLive() {
 	}
 	took := time.Since(s.started)
 	s.m.replaySeconds.Set(took.Seconds())
-	s.log.Info().Uint64("records", s.catchUp).Float64("took_s", took.Seconds()).Int("next_round", s.nextRound()).Msg("log replayed; serving")
+	s.log.Info().Uint64("records", s.fold.seq).Float64("took_s", took.Seconds()).Int("next_round", s.nextRound()).Uint64("epoch", s.epoch).Msg("log replayed; serving")
+	s.subscribe(s.subj.Register(), s.onRegister)
+	if agents, err := s.subscribeAgents(); err != nil {
+		s.log.Error().Err(err).Msg("cannot subscribe to the agents' subjects")
+	} else {
+		s.subs = append(s.subs, agents...)
+	}
+	s.resizeIfNeeded(s.runCtx)
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
 	if last := s.fold.last; last != nil {
@@ -496,23 +553,31 @@ func (s *Service) verify(r record) {
 	s.verifyDigest(r.Seq)
 }
 
-// Health is the service's readiness, as /healthz reports it.
+// Health is the service's readiness, as /healthz reports it. A standby
+// (another coordinator leads) and a leader whose last write to the log
+// failed are not OK.
 type Health struct {
-	OK        bool   `json:"ok"`
-	Replaying bool   `json:"replaying"`
-	Connected bool   `json:"connected"`
-	LogSeq    uint64 `json:"log_seq"`
-	Rounds    int64  `json:"rounds"`
+	OK         bool   `json:"ok"`
+	Replaying  bool   `json:"replaying"`
+	Standby    bool   `json:"standby"`
+	Connected  bool   `json:"connected"`
+	LogFailing bool   `json:"log_write_failing"`
+	Epoch      uint64 `json:"epoch"`
+	LogSeq     uint64 `json:"log_seq"`
+	Rounds     int64  `json:"rounds"`
 	// Error says why the service refused to serve (a damaged log).
 	Error string `json:"error,omitempty"`
 	// Recovery says what a --recover-from-snapshot start lost.
 	Recovery string `json:"recovery,omitempty"`
 }
 
-// Health reports whether the service replayed its log and is connected.
+// Health reports whether the service leads, replayed its log, is connected
+// and writes to its log.
 func (s *Service) Health() Health {
-	h := Health{Replaying: !s.ready.Load(), Connected: s.nc.IsConnected(), LogSeq: s.seq.Load(), Rounds: s.rounds.Load()}
-	h.OK = !h.Replaying && h.Connected
+	ready := s.ready.Load()
+	h := Health{Replaying: !ready && !s.standby.Load(), Standby: !ready && s.standby.Load(), Connected: s.nc.IsConnected(),
+		LogFailing: s.failing.Load(), LogSeq: s.seq.Load(), Rounds: s.rounds.Load(), Epoch: s.logEpoch.Load()}
+	h.OK = ready && h.Connected && !h.LogFailing
 	if p := s.refused.Load(); p != nil {
 		h.Error, h.OK = *p, false
 	}

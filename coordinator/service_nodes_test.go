@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -54,28 +53,27 @@ func TestService_LeasesNameNodeDevicesAndStatusListsNodes(t *testing.T) {
 	})
 }
 
-// TestService_RefusesALogWrittenForAnotherCluster: a coordinator restarted
-// on the same log with another cluster (same GPU count) refuses to run, and
-// says which cluster the log was written with.
-func TestService_RefusesALogWrittenForAnotherCluster(t *testing.T) {
+// TestService_ALogWrittenForAnotherClusterIsResized: a coordinator
+// restarted on the same log with another cluster (same GPU count) no longer
+// refuses to run (issue 13): it appends a cluster record and the fold
+// applies it as membership changes.
+func TestService_ALogWrittenForAnotherClusterIsResized(t *testing.T) {
 	e := newEnv(t, 0, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Core.Cluster = topology.Uniform(2, 2) })
 	e.stopService()
-	nc, err := e.emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	cfg := e.scfg
-	cfg.Core.Cluster, cfg.Core.GPUs = topology.Uniform(4, 1), 0
-	svc, err := NewService(nc, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := svc.Run(ctx); err == nil || !strings.Contains(err.Error(), "cluster 2x2") {
-		t.Fatalf("run on another cluster's log: %v", err)
-	}
+	e.scfg.Core.Cluster, e.scfg.Core.GPUs = topology.Uniform(4, 1), 0
+	e.startService()
+	eventually(t, 10*time.Second, "four nodes of one GPU", func() bool {
+		st := status(t, e.client(), e.subj)
+		if len(st.Nodes) != 4 || st.GPUs != 4 {
+			return false
+		}
+		for _, n := range st.Nodes {
+			if n.GPUs != 1 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestService_ResidentRegistrationsAreCheckedAgainstTheNodes: on a static

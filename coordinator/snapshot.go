@@ -98,6 +98,7 @@ func (f *fold) encodePayload() ([]byte, error) {
 		return nil, err
 	}
 	e.Blob(run)
+	f.appendFences(&e) // leader epoch and event budgets (caps.go), last: older snapshots lack them
 	return e.Bytes(), nil
 }
 
@@ -195,6 +196,9 @@ func (s *StateSnapshot) restore(subj protocol.Subjects, limit int) (*fold, error
 	}
 	if err := f.run.unmarshal(d.Blob()); err != nil || d.Err() != nil {
 		return nil, fmt.Errorf("%w: submitted jobs and nodes: %v", ErrSnapshotCorrupt, errors.Join(err, d.Err()))
+	}
+	if d.Left() > 0 {
+		f.loadFences(d)
 	}
 	if err := d.End(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 )
 
@@ -94,15 +95,30 @@ func decodeStrict(kind string, data []byte, limit int, v validator) error {
 	if ver, err := strconv.Atoi(string(*head.V)); err != nil || ver != Version {
 		return decodeErr(kind, ErrVersion, "unsupported schema version %.20s (this build speaks %d)", *head.V, Version)
 	}
+	if err := DecodeStrictJSON(data, v); err != nil {
+		return decodeErr(kind, ErrMalformed, "%s", describe(err))
+	}
+	return v.Validate()
+}
+
+// DecodeStrictJSON decodes the JSON object data into v (a pointer to a
+// struct) more strictly than encoding/json: field names must match the json
+// tags exactly (encoding/json matches them case-insensitively), a key may
+// appear only once per object, unknown fields, values of the wrong type and
+// trailing data are rejected.
+func DecodeStrictJSON(data []byte, v any) error {
+	if err := checkKeys(data, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeErr(kind, ErrMalformed, "%s", describe(err))
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return decodeErr(kind, ErrMalformed, "trailing data after the JSON object")
+		return errors.New("trailing data after the JSON object")
 	}
-	return v.Validate()
+	return nil
 }
 
 // describe turns a JSON error into a message that names the field.

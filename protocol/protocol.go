@@ -21,6 +21,14 @@ const (
 	MaxSeconds      = 1e10
 	MaxJobIDLen     = 128
 	MaxModelNameLen = 128
+	// MaxSeq bounds an event's sequence number: 2^53, the largest integer
+	// every JSON implementation reads exactly (a job at one event a
+	// millisecond needs 285,000 years to reach it).
+	MaxSeq = uint64(1) << 53
+	// MaxSeqGap bounds the jump of a job's sequence numbers between two
+	// accepted events (events lost in an outage leave gaps), so that one
+	// absurd number cannot make every later event of the job out of order.
+	MaxSeqGap = uint64(1) << 32
 )
 
 // MaxJobEpochs bounds the epochs a registration may imply

@@ -103,8 +103,8 @@ func (e *Event) Validate() error {
 	if err := ValidateJobID(m, e.Job); err != nil {
 		return err
 	}
-	if e.Seq == 0 {
-		return fieldErr(m, "seq", "must be at least 1")
+	if e.Seq == 0 || e.Seq > MaxSeq {
+		return fieldErr(m, "seq", "%d out of range [1, 2^53]", e.Seq)
 	}
 	switch e.Type {
 	case EventProgress, EventBatchSize:

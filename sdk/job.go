@@ -63,6 +63,7 @@ type Job struct {
 	finished    bool
 	badLeases   int64
 	suspensions int64
+	epoch       uint64     // the highest leader epoch seen on a lease
 	rk          *ranks     // the rank agreement of a multi-process job; nil for one process
 	genStart    Checkpoint // rank 0: the progress at the start of the running generation
 }
@@ -188,6 +189,9 @@ func (j *Job) connect() error {
 	}
 	if o.token != "" {
 		opts = append(opts, nats.Token(o.token))
+	}
+	if o.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(o.tlsCA))
 	}
 	opts = append(opts, o.natsOpts...)
 	nc, err := nats.Connect(o.url, opts...)

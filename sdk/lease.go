@@ -175,12 +175,17 @@ func (j *Job) applyLease(l protocol.Lease, recv time.Time) {
 		return
 	case st == Ended || st == Closed:
 		return
+	case l.Epoch < j.epoch:
+		// A deposed coordinator's lease (the fencing epoch of DESIGN.md).
+		j.log.Debug("ignoring a lease of an older leader", "epoch", l.Epoch, "current", j.epoch, "round", l.Round)
+		return
 	case j.hasLease && l.Round < j.lease.Round:
 		j.log.Debug("ignoring a stale lease", "round", l.Round, "current", j.lease.Round)
 		return
 	case j.hasLease && l.Round == j.lease.Round && l.Action == protocol.Run && j.lease.Action != protocol.Run:
 		return // a republished RUN does not undo a SUSPEND or EXIT of the same round
 	}
+	j.epoch = l.Epoch
 	switch l.Action {
 	case protocol.Run:
 		deadline := j.localExpiry(&l, recv)

@@ -23,6 +23,7 @@ const (
 	EnvToken = "SHOCKWAVE_TOKEN"     // shared token
 	EnvJob   = "SHOCKWAVE_JOB_ID"    // job id
 	EnvExit  = "SHOCKWAVE_EXIT_MODE" // "1": ExitOnSuspend
+	EnvTLSCA = "SHOCKWAVE_TLS_CA"    // CA file (PEM) of the coordinator's TLS certificate
 )
 
 // Option configures Register. Options return an error for a bad value, so
@@ -39,6 +40,7 @@ type Hook func(ctx context.Context, lease protocol.Lease) error
 type options struct {
 	url, creds, token string
 	natsOpts          []nats.Option
+	tlsCA             string
 	prefix            string
 
 	job, name, model, mode string
@@ -110,6 +112,19 @@ func WithCredentials(file string) Option {
 func WithToken(token string) Option {
 	return func(o *options) error {
 		o.token = token
+		return nil
+	}
+}
+
+// WithTLSCA trusts the coordinator's TLS certificate signed by the CA in
+// file (PEM; default $SHOCKWAVE_TLS_CA). Use a tls:// URL, or any URL of a
+// server that requires TLS.
+func WithTLSCA(file string) Option {
+	return func(o *options) error {
+		if file == "" {
+			return errors.New("WithTLSCA: empty file name")
+		}
+		o.tlsCA = file
 		return nil
 	}
 }
@@ -410,6 +425,7 @@ func (o *options) defaults() {
 	o.url = cmpOr(o.url, os.Getenv(EnvURL), nats.DefaultURL)
 	o.creds = cmpOr(o.creds, os.Getenv(EnvCreds))
 	o.token = cmpOr(o.token, os.Getenv(EnvToken))
+	o.tlsCA = cmpOr(o.tlsCA, os.Getenv(EnvTLSCA))
 	o.prefix = cmpOr(o.prefix, protocol.DefaultPrefix)
 	if !o.exitMode && os.Getenv(EnvExit) == "1" {
 		o.exitMode = true

@@ -329,7 +329,7 @@ func TestRanks_AForgedRank0OrGarbageOnTheRanksSubjectNeverHangsTheJob(t *testing
 		})
 	}
 	grantUntil(ctx, l, []int{0, 1}, func() bool { return allRunning(jobs) })
-	nc := c.Client()
+	nc := c.JobClient() // a process holding the job's credentials
 	subj := c.Subj.Ranks("forged")
 	for _, junk := range []string{"{", `{"v":1}`, `{"v":1,"job":"forged","rank":0,"world":2,"proc":7,"session":0,"gen":9,"step":0,"stop_at":-1}`} {
 		if err := nc.Publish(subj, []byte(junk)); err != nil {

@@ -38,9 +38,9 @@ var signalContext = func() (context.Context, context.CancelFunc) {
 type coordFlags struct {
 	listen, natsURL, natsCreds, dataDir, policy, config, http, prefix string
 	auth, token, tokenFile, logFormat, logLevel, info                 string
-	nodes, cluster                                                    string
-	gpus, maxMessage, replicas                                        int
-	round, jobTimeout, leaseGrace                                     time.Duration
+	tlsCert, tlsKey, tlsCA, nodes, cluster                            string
+	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient             int
+	round, jobTimeout, leaseGrace, leaderTTL                          time.Duration
 	agentTimeout                                                      time.Duration
 	agents                                                            bool
 	reallocate                                                        bool
@@ -92,6 +92,12 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.auth, "auth", "none", "embedded server authentication: none, token or creds")
 	fs.StringVar(&f.token, "token", "", "shared token (--auth token; default $SHOCKWAVE_TOKEN)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the shared token from `FILE`")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve client connections over TLS with this certificate `FILE` (PEM; needs --tls-key)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "private key `FILE` of --tls-cert (PEM)")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA `FILE` (PEM): with --tls-cert, require client certificates it signed; with --nats-url, trust the cluster's certificates it signed")
+	fs.IntVar(&f.maxJobs, "max-jobs", coordinator.DefaultMaxJobs, "refuse new jobs while this many are pending or active")
+	fs.IntVar(&f.maxJobsPerClient, "max-jobs-per-client", coordinator.DefaultMaxJobsPerClient, "refuse new jobs from a client (connection, or user in creds mode) that registered this many")
+	fs.DurationVar(&f.leaderTTL, "leader-ttl", 0, "a standby takes over after the leader was silent this long (default two rounds, between 1s and 5s)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.durability.register(fs)
@@ -121,6 +127,7 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 	}
 	scfg.Authority = auth
 	defer shutdown()
+	scfg.OwnServer = f.natsURL == "" // an embedded server, locked to this process
 	defer nc.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -174,6 +181,16 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", badInput("--max-message: %d out of range [1024, %d]", f.maxMessage, 64<<20)
 	case f.replicas < 1 || f.replicas > 5:
 		return cfg, "", badInput("--replicas: %d out of range [1, 5]", f.replicas)
+	case f.maxJobs < 1 || f.maxJobsPerClient < 1:
+		return cfg, "", badInput("--max-jobs and --max-jobs-per-client must be positive, got %d and %d", f.maxJobs, f.maxJobsPerClient)
+	case f.leaderTTL < 0 || (f.leaderTTL > 0 && f.leaderTTL < 100*time.Millisecond) || f.leaderTTL > time.Minute:
+		return cfg, "", badInput("--leader-ttl: %v out of range [100ms, 1m]", f.leaderTTL)
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return cfg, "", badInput("--tls-cert and --tls-key go together")
+	case f.tlsCA != "" && f.tlsCert == "" && f.natsURL == "":
+		return cfg, "", badInput("--tls-ca needs --tls-cert (the embedded server's TLS) or --nats-url")
+	case f.tlsCert != "" && f.natsURL != "":
+		return cfg, "", badInput("--tls-cert configures the embedded server; with --nats-url use --tls-ca")
 	case f.logFormat != "json" && f.logFormat != "console":
 		return cfg, "", badInput("--log-format: unknown format %q (want json or console)", f.logFormat)
 	}
@@ -191,7 +208,13 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	if err != nil {
 		return cfg, "", usageError{err}
 	}
+	for _, fl := range [][2]string{{"--tls-cert", f.tlsCert}, {"--tls-key", f.tlsKey}, {"--tls-ca", f.tlsCA}} {
+		if _, err := os.Stat(fl[1]); fl[1] != "" && err != nil {
+			return cfg, "", badInput("%s: %v", fl[0], err)
+		}
+	}
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
+		MaxJobs: f.maxJobs, MaxJobsPerClient: f.maxJobsPerClient, LeaderTTL: f.leaderTTL,
 		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
 	if err := f.durability.apply(&cfg); err != nil {
@@ -265,6 +288,7 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 		if f.token != "" {
 			opts = append(opts, nats.Token(f.token))
 		}
+		opts = append(opts, coordinator.ClientTLSOptions(f.tlsCA, "", "")...)
 		nc, err := nats.Connect(f.natsURL, opts...)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("connecting to %s: %w", f.natsURL, err)
@@ -275,12 +299,18 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	if mode == coordinator.AuthNone && !coordinator.IsLoopback(f.listen) {
 		log.Warn().Str("listen", f.listen).Msg("no authentication on a non-loopback address: anyone who reaches it can register jobs and publish events; use --auth token or --auth creds")
 	}
-	emb, err := coordinator.StartEmbedded(coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir,
-		Auth: mode, Token: f.token, Prefix: f.prefix, Logger: log})
+	ecfg := coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir, Auth: mode, Token: f.token, Prefix: f.prefix, Logger: log}
+	if f.tlsCert != "" {
+		ecfg.TLS = &coordinator.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsCA}
+	}
+	emb, err := coordinator.StartEmbedded(ecfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	log.Info().Str("url", emb.ClientURL()).Str("data_dir", f.dataDir).Str("auth", string(mode)).Msg("embedded NATS with JetStream started")
+	log.Info().Str("url", emb.ClientURL()).Str("data_dir", f.dataDir).Str("auth", string(mode)).Bool("tls", f.tlsCert != "").Msg("embedded NATS with JetStream started")
+	if p := emb.AdminSecretFile(f.dataDir); p != "" {
+		log.Info().Str("admin_token_file", p).Msg("status and other admin requests: shockwave status --token-file " + p)
+	}
 	if mode == coordinator.AuthCreds {
 		log.Info().Str("authority", filepath.Join(f.dataDir, "auth")).
 			Msg("per-job credentials: shockwave creds issue --data-dir " + f.dataDir + " JOB")

@@ -35,6 +35,12 @@ func TestCoordinator_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
 		{"zero nodes", []string{"--nodes", "0x8"}, "--nodes"},
 		{"bad cluster file", []string{"--cluster", badJSON}, "--cluster"},
 		{"missing cluster file", []string{"--cluster", "/nonexistent/c.json"}, "--cluster"},
+		{"tls cert without key", []string{"--gpus", "2", "--tls-cert", badJSON}, "--tls-key"},
+		{"tls ca alone", []string{"--gpus", "2", "--tls-ca", badJSON}, "--tls-ca"},
+		{"missing tls cert", []string{"--gpus", "2", "--tls-cert", "/nonexistent/s.crt", "--tls-key", badJSON}, "--tls-cert"},
+		{"tls cert with an external cluster", []string{"--gpus", "2", "--nats-url", "nats://x:1", "--tls-cert", badJSON, "--tls-key", badJSON}, "--tls-cert"},
+		{"zero job cap", []string{"--gpus", "2", "--max-jobs", "0"}, "--max-jobs"},
+		{"tiny leader ttl", []string{"--gpus", "2", "--leader-ttl", "1ms"}, "--leader-ttl"},
 		{"duplicate node names", []string{"--cluster", writeFile(t, "dup.json", `{"nodes":[{"name":"a","gpus":2},{"name":"a","gpus":2}]}`)}, "used twice"},
 	}
 	for _, c := range cases {
@@ -132,9 +138,36 @@ func TestCreds_IssuedCredentialsReachTheCoordinator(t *testing.T) {
 	if code, out, _ := runCLI("creds", "issue", "--data-dir", dir, "job-7"); code != 0 || !strings.Contains(out, "NATS USER JWT") {
 		t.Errorf("job credentials: exit %d", code)
 	}
-	for _, args := range [][]string{{"creds", "issue", "--data-dir", dir, "bad.id"}, {"creds", "issue", "--data-dir", t.TempDir(), "j"}, {"creds", "mint", "j"}} {
+	if code, out, errOut := runCLI("creds", "revoke", "--data-dir", dir, "job-7"); code != 0 || !strings.Contains(out, "revoked 1 credential(s) of job job-7") {
+		t.Errorf("creds revoke: exit %d %s %s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"creds", "revoke", "--data-dir", dir, "never-issued"}, {"creds", "revoke", "--data-dir", dir, "bad.id"}, {"creds", "issue", "--data-dir", dir, "bad.id"}, {"creds", "issue", "--data-dir", t.TempDir(), "j"}, {"creds", "mint", "j"}} {
 		if code, _, errOut := runCLI(args...); code != 2 || len(strings.Split(strings.TrimSpace(errOut), "\n")) != 1 {
 			t.Errorf("%v: exit %d %q", args, code, errOut)
 		}
+	}
+}
+
+func TestCoordinator_ASecondOnOneDataDirOrPortFailsWithAClearError(t *testing.T) {
+	dir := t.TempDir()
+	url := startCoordinator(t, "--gpus", "2", "--data-dir", dir, "--log-level", "warn")
+	statusEventually(t, "--nats-url", url)
+	code, _, errOut := runCLI("coordinator", "--gpus", "2", "--data-dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	if code != 1 || !strings.Contains(errOut, "in use by another coordinator") {
+		t.Errorf("same data dir: exit %d %s", code, errOut)
+	}
+	code, _, errOut = runCLI("coordinator", "--gpus", "2", "--data-dir", t.TempDir(), "--listen", strings.TrimPrefix(url, "nats://"), "--log-level", "warn")
+	if code != 1 || !strings.Contains(errOut, "already in use") {
+		t.Errorf("same port: exit %d %s", code, errOut)
+	}
+}
+
+func TestCoordinator_TokenModeStatusNeedsTheAdminSecret(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SHOCKWAVE_TOKEN", "")
+	url := startCoordinator(t, "--gpus", "2", "--data-dir", dir, "--auth", "token", "--token", "job-secret", "--log-level", "warn")
+	statusEventually(t, "--nats-url", url, "--token-file", filepath.Join(dir, "auth", "admin.secret"))
+	if code, _, errOut := runCLI("status", "--nats-url", url, "--token", "job-secret", "--timeout", "500ms"); code != 1 {
+		t.Errorf("status with the job token: exit %d %s", code, errOut)
 	}
 }

@@ -7,22 +7,28 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
 func init() {
-	commands["creds"] = command{summary: "issue per-job NATS credentials (creds issue JOB)", run: runCreds}
+	commands["creds"] = command{summary: "issue or revoke per-job NATS credentials (creds issue JOB, creds revoke JOB)", run: runCreds}
 }
 
+const credsUsage = "usage: shockwave creds issue [flags] JOB | shockwave creds revoke [flags] JOB"
+
 func runCreds(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "revoke" {
+		return runRevoke(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "issue" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stderr, "usage: shockwave creds issue [flags] JOB")
+			fmt.Fprintln(stderr, credsUsage)
 			return nil
 		}
-		return badInput("usage: shockwave creds issue [flags] JOB")
+		return badInput(credsUsage)
 	}
 	fs := newFlags("creds issue", stderr)
 	dataDir := fs.String("data-dir", "./shockwave-data", "data directory of a coordinator run with --auth creds")
@@ -48,7 +54,7 @@ func runCreds(args []string, stdout, stderr io.Writer) error {
 		return usageError{err}
 	}
 	dir := filepath.Join(*dataDir, "auth")
-	if _, err := os.Stat(dir); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "jobs.nk")); err != nil {
 		return badInput("no credentials authority in %s: start the coordinator once with --auth creds --data-dir %s", dir, *dataDir)
 	}
 	auth, err := coordinator.LoadAuthority(dir, false)
@@ -70,5 +76,39 @@ func runCreds(args []string, stdout, stderr io.Writer) error {
 		return usageError{err}
 	}
 	_, err = stdout.Write(creds)
+	return err
+}
+
+// runRevoke revokes every credential issued to a job; a running
+// coordinator disconnects the job within a second.
+func runRevoke(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("creds revoke", stderr)
+	dataDir := fs.String("data-dir", "./shockwave-data", "data directory of a coordinator run with --auth creds")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() != 1 {
+		return badInput("creds revoke: want exactly one JOB, got %d arguments", fs.NArg())
+	}
+	job := fs.Arg(0)
+	if err := protocol.ValidateJobID("creds revoke", job); err != nil {
+		return usageError{err}
+	}
+	dir := filepath.Join(*dataDir, "auth")
+	if _, err := os.Stat(filepath.Join(dir, "jobs.nk")); err != nil {
+		return badInput("no credentials authority in %s: start the coordinator once with --auth creds --data-dir %s", dir, *dataDir)
+	}
+	auth, err := coordinator.LoadAuthority(dir, false)
+	if err != nil {
+		return err
+	}
+	n, err := auth.Revoke(job, time.Now())
+	if err != nil {
+		return usageError{err}
+	}
+	_, err = fmt.Fprintf(stdout, "revoked %d credential(s) of job %s; a running coordinator disconnects it within a second\n", n, job)
 	return err
 }

@@ -163,7 +163,7 @@ func TestIntegrity_TheCoordinatorBinaryRefusesADamagedLogAndRecoversOnRequest(t 
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			quietLog(t, nc)
+			quietLog(t, coordinatorConn(t, listen, dir)) // JetStream: the coordinator's rights
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			if code := <-exited; code != 0 {
 				t.Fatalf("graceful stop: exit %d\n%s", code, out)

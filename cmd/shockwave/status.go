@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -22,7 +24,9 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("status", stderr)
 	url := fs.String("nats-url", nats.DefaultURL, "NATS address of the coordinator")
 	creds := fs.String("creds", "", "credentials `FILE` (shockwave creds issue --admin)")
-	token := fs.String("token", "", "shared token (--auth token)")
+	token := fs.String("token", "", "admin token (the coordinator's DATA-DIR/auth/admin.secret in none and token mode)")
+	tokenFile := fs.String("token-file", "", "read the admin token from `FILE` (e.g. DATA-DIR/auth/admin.secret)")
+	tlsCA := fs.String("tls-ca", "", "trust the coordinator's TLS certificate signed by this CA `FILE` (PEM)")
 	prefix := fs.String("prefix", protocol.DefaultPrefix, "subject prefix")
 	job := fs.String("job", "", "show only this job")
 	format := fs.String("format", "table", "output format: table or json")
@@ -42,7 +46,15 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			return usageError{err}
 		}
 	}
+	if *tokenFile != "" {
+		raw, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return badInput("--token-file: %v", err)
+		}
+		*token = strings.TrimSpace(string(raw))
+	}
 	opts := []nats.Option{nats.Name("shockwave-status"), nats.Timeout(*timeout)}
+	opts = append(opts, coordinator.ClientTLSOptions(*tlsCA, "", "")...)
 	if *creds != "" {
 		opts = append(opts, nats.UserCredentials(*creds))
 	}

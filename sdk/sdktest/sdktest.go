@@ -118,8 +118,26 @@ func (c *Coordinator) Down() {
 	c.stop = nil
 }
 
-// Client opens a plain NATS connection to the server.
+// Client opens a NATS connection to the server with the coordinator's
+// rights (it may publish leases and read the log).
 func (c *Coordinator) Client() *nats.Conn {
+	c.t.Helper()
+	opts, err := c.emb.CoordinatorOptions()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nc, err := nats.Connect(c.URL(), opts...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(nc.Close)
+	return nc
+}
+
+// JobClient opens a NATS connection with a job's rights (no credentials:
+// in the embedded server's none mode, the JOBS account), for tests that
+// act as a job or a process holding a job's credentials.
+func (c *Coordinator) JobClient() *nats.Conn {
 	c.t.Helper()
 	nc, err := nats.Connect(c.URL())
 	if err != nil {

@@ -79,6 +79,8 @@ class Job:
     url: the coordinator's NATS URL (default $SHOCKWAVE_NATS_URL, else
         nats://127.0.0.1:4222).
     token, creds, prefix: authentication and subject prefix.
+    tls_ca: CA file (PEM) that signed the coordinator's TLS certificate
+        (default $SHOCKWAVE_TLS_CA).
     workers: GPUs per round (default 1).
     adaptation: "static", "gns" or "accordion".
     schedule: planned batch size per epoch (a list of ints), or a dict with
@@ -123,6 +125,7 @@ class Job:
         url: Optional[str] = None,
         token: Optional[str] = None,
         creds: Optional[str] = None,
+        tls_ca: Optional[str] = None,
         prefix: Optional[str] = None,
         workers: Optional[int] = None,
         adaptation: Optional[str] = None,
@@ -167,6 +170,7 @@ class Job:
             "url": url,
             "token": token,
             "creds": creds,
+            "tls_ca": tls_ca,
             "prefix": prefix,
             "workers": workers,
             "adaptation": adaptation,

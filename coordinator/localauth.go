@@ -1,0 +1,209 @@
+package coordinator
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// In none and token mode the embedded server still keeps jobs away from
+// the log: the coordinator's own account (the global one, which holds the
+// JetStream log and buckets) exports the register, events and lease subjects
+// to a JOBS account without JetStream, and every client that does not present
+// the coordinator's or the administrator's secret lands in JOBS with
+// permissions for those subjects only. A job can therefore never publish a
+// log control record (<prefix>.log.*), call the JetStream API (purge or
+// delete the log, the snapshot or the leader bucket) or publish a lease.
+//
+// The coordinator's and the administrator's secrets are generated once per
+// data directory (auth/coordinator.secret and auth/admin.secret, mode 0600);
+// clients present them as a NATS token. The shared job token of token mode is
+// for jobs only.
+
+// Files of the per-data-directory secrets.
+const (
+	coordinatorSecretFile = "coordinator.secret"
+	adminSecretFile       = "admin.secret"
+)
+
+// localJobsAccount is the account of jobs in none and token mode.
+const localJobsAccount = "JOBS"
+
+// localAuth authenticates the clients of the embedded server in none and
+// token mode.
+type localAuth struct {
+	mode        AuthMode
+	token       []byte // the jobs' shared token (token mode)
+	coordSecret []byte
+	adminSecret []byte
+	jobs        *server.Account
+	jobPerms    *server.Permissions
+	adminPerms  *server.Permissions
+	// linked is closed once the JOBS account's imports exist: until then
+	// a job's publications would reach no one (an SDK reconnecting right
+	// after a restart would lose its buffered events), so Check waits.
+	linked   chan struct{}
+	linkOnce sync.Once
+	linkOK   bool // written before linked is closed
+}
+
+// loadSecret reads a secret from dir/name, creating it when missing.
+func loadSecret(dir, name string) ([]byte, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("coordinator: secrets: %w", err)
+	}
+	path := filepath.Join(dir, name)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		buf := make([]byte, 32)
+		if _, err := rand.Read(buf); err != nil {
+			return nil, err
+		}
+		raw = []byte(hex.EncodeToString(buf) + "\n")
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			return nil, fmt.Errorf("coordinator: secrets: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("coordinator: secrets: %w", err)
+	}
+	s := strings.TrimSpace(string(raw))
+	if len(s) < 32 {
+		return nil, fmt.Errorf("coordinator: secret %s is too short (%d characters, want at least 32)", path, len(s))
+	}
+	return []byte(s), nil
+}
+
+// setupLocalAuth configures opts for none or token mode.
+func setupLocalAuth(opts *server.Options, cfg EmbeddedConfig, subj protocol.Subjects) (*localAuth, error) {
+	dir := filepath.Join(cfg.DataDir, "auth")
+	a := &localAuth{mode: cfg.Auth, linked: make(chan struct{})}
+	if a.mode == "" {
+		a.mode = AuthNone
+	}
+	var err error
+	if a.coordSecret, err = loadSecret(dir, coordinatorSecretFile); err != nil {
+		return nil, err
+	}
+	if a.adminSecret, err = loadSecret(dir, adminSecretFile); err != nil {
+		return nil, err
+	}
+	if a.mode == AuthToken {
+		a.token = []byte(cfg.Token)
+		if subtle.ConstantTimeCompare(a.token, a.coordSecret) == 1 || subtle.ConstantTimeCompare(a.token, a.adminSecret) == 1 {
+			return nil, errors.New("coordinator: the job token must differ from the coordinator's and the administrator's secrets")
+		}
+	}
+	a.jobs = server.NewAccount(localJobsAccount)
+	opts.Accounts = []*server.Account{a.jobs}
+	opts.CustomClientAuthentication = a
+	a.jobPerms = localJobPermissions(subj, a.mode == AuthNone)
+	a.adminPerms = &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{subj.Status(), subj.Submit(), subj.Cancel()}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+	}
+	return a, nil
+}
+
+// localJobPermissions are the permissions of a job in none and token mode:
+// publish registrations, events and (none mode) status requests; subscribe
+// to leases and inboxes. Everything else, the log, the JetStream API and the
+// lease subjects included, is denied.
+//
+// The ranks of a multi-process job talk on <prefix>.job.<id>.ranks, inside
+// the JOBS account. Node agents authenticate like jobs (in token mode with the shared token),
+// so the same permissions cover the agent subjects: requests on
+// <prefix>.agent.*.* and the nodes' desired states. In none mode anyone may
+// also submit and cancel jobs; in token mode that takes the admin secret.
+func localJobPermissions(subj protocol.Subjects, none bool) *server.Permissions {
+	pub := []string{subj.Register(), subj.AllEvents(), subj.AgentAll("*"), subj.Ranks("*")}
+	if none {
+		pub = append(pub, subj.Status(), subj.Submit(), subj.Cancel())
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: []string{"$JS.>", "$KV.>", "$SYS.>", subj.Prefix + ".log.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{subj.AllLeases(), subj.Desired("*"), subj.Ranks("*"), "_INBOX.>"}},
+	}
+}
+
+// Check implements server.Authentication.
+func (a *localAuth) Check(c server.ClientAuthentication) bool {
+	select {
+	case <-a.linked:
+	case <-time.After(10 * time.Second):
+		return false
+	}
+	if !a.linkOK {
+		return false
+	}
+	tok := []byte(c.GetOpts().Token)
+	switch {
+	case subtle.ConstantTimeCompare(tok, a.coordSecret) == 1:
+		c.RegisterUser(&server.User{Username: "coordinator"})
+		return true
+	case subtle.ConstantTimeCompare(tok, a.adminSecret) == 1:
+		c.RegisterUser(&server.User{Username: "admin", Permissions: a.adminPerms})
+		return true
+	case a.mode == AuthToken && subtle.ConstantTimeCompare(tok, a.token) != 1:
+		return false
+	}
+	c.RegisterUser(&server.User{Username: "job", Account: a.jobs, Permissions: a.jobPerms})
+	return true
+}
+
+// release lets waiting clients through (after link, or when it failed:
+// the server then shuts down).
+func (a *localAuth) release() { a.linkOnce.Do(func() { close(a.linked) }) }
+
+// link exports the coordinator's subjects to the JOBS account once the
+// server runs, and enables JetStream for the coordinator's account only.
+func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
+	defer a.release()
+	g := s.GlobalAccount()
+	if !g.JetStreamEnabled() {
+		if err := g.EnableJetStream(nil, nil); err != nil {
+			return fmt.Errorf("coordinator: JetStream for the coordinator's account: %w", err)
+		}
+	}
+	jobs, err := s.LookupAccount(localJobsAccount)
+	if err != nil {
+		return err
+	}
+	services := []string{subj.Register(), subj.AllEvents(), subj.AgentAll("*")}
+	if a.mode == AuthNone {
+		services = append(services, subj.Status(), subj.Submit(), subj.Cancel())
+	}
+	for _, sub := range services {
+		if err := g.AddServiceExport(sub, []*server.Account{jobs}); err != nil {
+			return fmt.Errorf("coordinator: export %s: %w", sub, err)
+		}
+		if err := jobs.AddServiceImport(g, sub, sub); err != nil {
+			return fmt.Errorf("coordinator: import %s: %w", sub, err)
+		}
+	}
+	// The registration handler reads the server-stamped requester identity
+	// (per-client caps).
+	if err := jobs.SetServiceImportSharing(g, subj.Register(), true); err != nil {
+		return fmt.Errorf("coordinator: share %s: %w", subj.Register(), err)
+	}
+	for _, sub := range []string{subj.AllLeases(), subj.Desired("*")} {
+		if err := g.AddStreamExport(sub, []*server.Account{jobs}); err != nil {
+			return fmt.Errorf("coordinator: export %s: %w", sub, err)
+		}
+		if err := jobs.AddStreamImport(g, sub, ""); err != nil {
+			return fmt.Errorf("coordinator: import %s: %w", sub, err)
+		}
+	}
+	a.jobs, a.linkOK = jobs, true
+	return nil
+}
