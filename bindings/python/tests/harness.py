@@ -91,6 +91,7 @@ class Coordinator:
                     "--policy", self.policy, "--listen", f"127.0.0.1:{port}",
                     "--data-dir", os.path.join(self.dir, f"data{attempt}"), "--log-level", "debug"] + self.extra
             self.log = []
+            self.data_dir = os.path.join(self.dir, f"data{attempt}")
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             ready = threading.Event()
             self._drainer = threading.Thread(target=self._drain, args=(self.proc, ready), daemon=True)
@@ -104,6 +105,12 @@ class Coordinator:
             if not any("address already in use" in line for line in self.log):
                 break
         raise RuntimeError("coordinator did not start:\n" + self.tail())
+
+    def coordinator_secret(self) -> str:
+        """The coordinator's own NATS token (none and token mode): the rights
+        a test needs to act as the coordinator, e.g. to publish leases."""
+        with open(os.path.join(self.data_dir, "auth", "coordinator.secret")) as f:
+            return f.read().strip()
 
     def _drain(self, proc: subprocess.Popen, ready: threading.Event) -> None:
         assert proc.stderr is not None

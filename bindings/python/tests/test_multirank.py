@@ -55,12 +55,15 @@ def torchrun_works() -> bool:
 class NatsPublisher:
     """Publishes on a NATS server with the text protocol (CONNECT, PUB, PING)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str = "") -> None:
         host, port = url.replace("nats://", "").split(":")
         self.sock = socket.create_connection((host, int(port)), timeout=10)
         self.buf = b""
         self._line()  # INFO
-        self.sock.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\n')
+        connect = {"verbose": False, "pedantic": False}
+        if token:
+            connect["auth_token"] = token
+        self.sock.sendall(b"CONNECT " + json.dumps(connect).encode() + b"\r\n")
         self.flush()
 
     def _line(self) -> bytes:
@@ -92,10 +95,11 @@ class NatsPublisher:
 
 
 class Leaser:
-    """Grants and revokes one job's leases as the coordinator would."""
+    """Grants and revokes one job's leases as the coordinator would, with the
+    coordinator's own credentials (jobs may not publish leases)."""
 
-    def __init__(self, url: str, job: str) -> None:
-        self.pub, self.job, self.round = NatsPublisher(url), job, 1000
+    def __init__(self, url: str, job: str, token: str) -> None:
+        self.pub, self.job, self.round = NatsPublisher(url, token), job, 1000
 
     def _lease(self, action: str, **extra) -> None:
         self.round += 1
@@ -132,7 +136,7 @@ class TestDevicesAndHooks(unittest.TestCase):
                             on_suspend=lambda lease: seen["suspend"].append(lease),
                             on_resume=lambda lease: seen["resume"].append(lease))
         self.addCleanup(job.close)
-        leaser = Leaser(self.coord.url, "dev-1")
+        leaser = Leaser(self.coord.url, "dev-1", self.coord.coordinator_secret())
         self.addCleanup(leaser.close)
         self.assertEqual(job.devices, [])
         leaser.run([1], devices=[("node-0", [1])])
@@ -263,7 +267,7 @@ class TestDDPGloo(unittest.TestCase):
                 "--step-delay", "0.01", "--rank-timeout", "20", "--checkpoint", os.path.join(self.dir, job + ".pt")]
         run = DDPRun(world, args, use_torchrun)
         self.addCleanup(run.kill)
-        leaser = Leaser(self.coord.url, job)
+        leaser = Leaser(self.coord.url, job, self.coord.coordinator_secret())
         self.addCleanup(leaser.close)
         workers = list(range(world))
         rng = random.Random(7)
