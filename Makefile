@@ -1,7 +1,7 @@
 # The README's commands. `make test` is what CI runs (.ci/run).
 GO ?= go
 
-.PHONY: test test-long check build lib wheel test-python bench fuzz-short results results-nodes clean
+.PHONY: test test-long check build lib wheel test-python bench fuzz-short results results-nodes results-pollux clean
 
 # Every test: formatting, vet, the whole Go suite, then the Python bindings'
 # suite (which builds libshockwave.so and the shockwave binary first). The Go
@@ -70,7 +70,7 @@ clean:
 # forecast report. Needs ../shared/data (the original traces and configs);
 # writes results/*.txt, results/*-forecasts.json and charts.
 DATA ?= ../shared/data
-results: build
+results: build results-pollux
 	@mkdir -p results
 	bin/shockwave simulate --info profile --trace $(DATA)/shockwave-traces/120jobs-32gpus.trace --throughputs tacc --gpus 32 --config $(DATA)/shockwave-config-tacc_32gpus.json --plot results/32gpus > results/32gpus.txt
 	bin/shockwave simulate --info profile --trace $(DATA)/shockwave-traces/220jobs-64gpus.trace --throughputs wisr --gpus 64 --config $(DATA)/shockwave-config-scale_64gpus.json --plot results/64gpus > results/64gpus.txt
@@ -95,4 +95,16 @@ results-nodes: build
 	bin/shockwave simulate --info online --policy shockwave --trace $(DATA)/shockwave-traces/220jobs-64gpus.trace --throughputs wisr --nodes $$((64/k))x$$k --config $(DATA)/shockwave-config-scale_64gpus.json > results/64gpus-$${k}pernode-online.txt && \
 	bin/shockwave simulate --info online --policy shockwave --trace $(DATA)/shockwave-traces/460jobs-128gpus.trace --throughputs wisr --nodes $$((128/k))x$$k --config $(DATA)/shockwave-config-scale_128gpus.json > results/128gpus-$${k}pernode-online.txt && \
 	bin/shockwave simulate --info online --policy shockwave --trace $(DATA)/shockwave-traces/900jobs-256gpus.trace --throughputs wisr --nodes $$((256/k))x$$k --config $(DATA)/shockwave-config-scale_256gpus.json > results/256gpus-$${k}pernode-online.txt || exit 1; \
+	done
+
+# The Pollux comparison (docs/pollux.md): the load-1.0 workloads 1-6 of the
+# Pollux artifact on 16 nodes of 4 GPUs, every policy, with the published
+# average JCTs beside ours. Needs $(DATA)/pollux; writes results/pollux-*.txt.
+POLLUX_SEED ?= 1
+results-pollux: build
+	@mkdir -p results
+	@for k in 1 2 3 4 5 6; do \
+	  bin/shockwave simulate --trace $(DATA)/pollux/workloads/workload-$$k.csv --seed $(POLLUX_SEED) \
+	    --published $(DATA)/pollux/published-avg-jct.json > results/pollux-workload-$$k.txt || exit 1; \
+	  cat results/pollux-workload-$$k.txt; \
 	done

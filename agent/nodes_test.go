@@ -209,9 +209,10 @@ func buildLib(t *testing.T) string {
 
 // TestAgents_DDPJobRunsOneRankPerDeviceAndResumesTogether: the 2-rank
 // torch.distributed (gloo) example under agents, sharing the cluster with
-// a 1-GPU trainer: once on one node of two GPUs (one rank per device) and
-// once across two nodes of one GPU (one rank each, rendezvous at rank 0's
-// node). Both ranks finish with the same weights.
+// a 1-GPU trainer that makes it stop and restart from its checkpoint: once
+// on one node of two GPUs (one rank per device) and once across two nodes
+// of one GPU (one rank each, rendezvous at rank 0's node). Both ranks
+// finish with the same weights.
 func TestAgents_DDPJobRunsOneRankPerDeviceAndResumesTogether(t *testing.T) {
 	const py = "/usr/bin/python3"
 	repo, _ := filepath.Abs("..")
@@ -228,14 +229,16 @@ func TestAgents_DDPJobRunsOneRankPerDeviceAndResumesTogether(t *testing.T) {
 		nodes map[string]int
 	}{{"one node", map[string]int{"node-a": 2}}, {"two nodes", map[string]int{"node-a": 1, "node-b": 1}}} {
 		t.Run(layout.name, func(t *testing.T) {
-			c := newCluster(t, "--agents", "--round", "5s")
+			// Gavel time-shares the devices with the 1-GPU trainer, so the
+			// DDP job is suspended and restarted (EXIT mode) on its grants.
+			c := newCluster(t, "--agents", "--round", "5s", "--policy", "gavel")
 			for n, g := range layout.nodes {
 				c.startAgent(n, g)
 			}
 			env := []string{"--env", "PYTHONPATH=" + filepath.Join(repo, "bindings", "python"), "--env", "SHOCKWAVE_LIBRARY=" + lib}
-			ddp := c.submit(append(env, "--workers", "2", "--ranks-per-node", "2"), py, script, "--epochs", "3",
+			ddp := c.submit(append(env, "--workers", "2", "--ranks-per-node", "2"), py, script, "--epochs", "6",
 				"--exit-mode", "--step-delay", "0.01", "--checkpoint", filepath.Join(c.dir, "ddp.pt"))
-			other := c.submit(nil, train(6, "40ms")...)
+			other := c.submit(nil, train(12, "60ms")...)
 			c.waitState(ddp, "completed", 240*time.Second)
 			c.waitState(other, "completed", 60*time.Second)
 			out := c.output(ddp)
@@ -248,7 +251,14 @@ func TestAgents_DDPJobRunsOneRankPerDeviceAndResumesTogether(t *testing.T) {
 			if strings.Count(out, "\nfinal ") != 2 || len(finals) != 1 {
 				t.Errorf("want both ranks to print one final digest:\n%s", out)
 			}
-			t.Logf("%d starts of the DDP job on %v", len(c.starts(ddp)), c.starts(ddp))
+			starts := c.starts(ddp)
+			if len(starts) <= len(layout.nodes) {
+				t.Errorf("the DDP job never restarted: starts on %v", starts)
+			}
+			if !strings.Contains(out, "restarting from") {
+				t.Errorf("no rank restarted from the checkpoint:\n%s", out)
+			}
+			t.Logf("%d starts of the DDP job on %v", len(starts), starts)
 		})
 	}
 }

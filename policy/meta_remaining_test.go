@@ -3,7 +3,11 @@ package policy
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/shockwave-sched/shockwave/internal/wire"
 )
 
 // remainingTextbook is spec §4.3 step by step, as the policy computed it
@@ -116,5 +120,47 @@ func BenchmarkTarget_ThirtyEstimates(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = m.target(200)
+	}
+}
+
+// TestMetaState_RestoredCachesGiveTheSameBits: a job's metadata saved
+// mid-run and loaded again (caches rebuilt by derive) gives the estimates
+// of the uninterrupted metadata, bit for bit; a saved prior for a batch
+// size that is not one of the job's modes is refused with an error.
+func TestMetaState_RestoredCachesGiveTheSameBits(t *testing.T) {
+	planned := []int{32, 32, 64, 64, 128, 32, 64, 128, 128, 32}
+	secs := []float64{10, 11, 7, 7.5, 3, 12, 6.5, 3.3, 3.1, 9}
+	m := metaFor(planned, secs)
+	m.epoch = 4
+	m.calibrate([]Measurement{{Round: 2, Throughput: 9, BatchSize: 32}}, 120)
+	_ = m.remaining(m.epoch) // warm the caches
+	var e wire.Encoder
+	m.append(&e)
+	r := &swMeta{}
+	d := wire.NewDecoder(e.Bytes())
+	r.load(d)
+	if err := d.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*swMeta{m, r} {
+		x.epoch = 7
+	}
+	for name, f := range map[string]func(*swMeta) float64{
+		"remaining":    func(x *swMeta) float64 { return x.remaining(x.epoch) },
+		"epochSeconds": func(x *swMeta) float64 { return x.epochSeconds() },
+		"doneSeconds":  func(x *swMeta) float64 { return x.doneSeconds() },
+	} {
+		if a, b := f(m), f(r); math.Float64bits(a) != math.Float64bits(b) {
+			t.Errorf("%s: restored %v, uninterrupted %v", name, b, a)
+		}
+	}
+	var e2 wire.Encoder
+	m.modes[0] = 16 // the saved modes and priors now name 16, not 32
+	m.append(&e2)
+	m.modes[0] = 32
+	d = wire.NewDecoder(slices.Clone(e2.Bytes()))
+	(&swMeta{}).load(d)
+	if d.Err() == nil || !strings.Contains(d.Err().Error(), "not among the modes") {
+		t.Fatalf("metadata whose modes miss a planned batch size loaded: err %v", d.Err())
 	}
 }

@@ -123,7 +123,9 @@ func runExitProcess(ctx context.Context, t *testing.T, c *sdktest.Coordinator, p
 }
 
 func TestOutage_TrainsUntilExpirySuspendsAndDeliversBufferedEventsInOrder(t *testing.T) {
-	c := sdktest.Start(t, sdktest.Config{GPUs: 1, Round: 300 * time.Millisecond, JobTimeout: 30 * time.Second})
+	// No snapshot during the test: it reads every event back from the log,
+	// which snapshots compact.
+	c := sdktest.Start(t, sdktest.Config{GPUs: 1, Round: 300 * time.Millisecond, JobTimeout: 30 * time.Second, SnapshotRounds: 1 << 20})
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	var suspendedAt atomic.Pointer[time.Time]

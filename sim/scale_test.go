@@ -36,7 +36,8 @@ import (
 // Up to 1,024 GPUs the cluster is the flat pool (one node, as in the
 // issue's baseline); beyond, a node holds at most 1,024 GPUs, so 2,560 GPUs
 // are 320 nodes of 8 (SHOCKWAVE_SCALE_NODE=K: nodes of K GPUs at every size).
-// SHOCKWAVE_SCALE_PROFILE=DIR writes each child's CPU and heap profiles
+// SHOCKWAVE_SCALE_PROFILE=DIR (made if missing; relative to the package
+// directory, where go test runs) writes each child's CPU and allocation profiles
 // (DIR/cpu-<jobs>-<info>.pprof, DIR/mem-<jobs>-<info>.pprof).
 
 // gap900 is the mean inter-arrival time of the 900-job, 256-GPU trace:
@@ -209,6 +210,9 @@ func scaleProfile(t *testing.T, name string) func() {
 	dir := os.Getenv("SHOCKWAVE_SCALE_PROFILE")
 	if dir == "" {
 		return func() {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	cpu, err := os.Create(filepath.Join(dir, "cpu-"+name+".pprof"))
 	if err != nil {

@@ -180,11 +180,8 @@ func runSubmit(args []string, stdout, stderr io.Writer) error {
 	retries := fs.Int("max-retries", 3, "restarts after non-zero exits before the job fails")
 	var env envList
 	fs.Var(&env, "env", "`K=V` set in the job's environment (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return err
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
@@ -208,16 +205,11 @@ func runCancel(args []string, stdout, stderr io.Writer) error {
 	var c clientFlags
 	fs := newFlags("cancel", stderr)
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	job, err := parseOneArg(fs, args, "JOB")
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 {
-		return badInput("want exactly one JOB, got %d arguments", fs.NArg())
-	}
-	req := protocol.Cancel{V: protocol.Version, Job: fs.Arg(0)}
+	req := protocol.Cancel{V: protocol.Version, Job: job}
 	if err := req.Validate(); err != nil {
 		return usageError{err}
 	}

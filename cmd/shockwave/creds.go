@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,16 +34,10 @@ func runCreds(args []string, stdout, stderr io.Writer) error {
 	expires := fs.Duration("expires", 0, "validity of the credentials (default: no expiry)")
 	admin := fs.Bool("admin", false, "issue operator credentials that may read status, submit and cancel, named NAME")
 	agentNode := fs.Bool("agent", false, "issue the credentials of the node agent of node NAME")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	name, err := parseOneArg(fs, args[1:], "JOB (or NAME with --admin or --agent)")
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 {
-		return badInput("creds issue: want exactly one JOB (or NAME with --admin), got %d arguments", fs.NArg())
-	}
-	name := fs.Arg(0)
 	if *expires < 0 {
 		return badInput("--expires: %v is negative", *expires)
 	}
@@ -84,16 +76,10 @@ func runCreds(args []string, stdout, stderr io.Writer) error {
 func runRevoke(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("creds revoke", stderr)
 	dataDir := fs.String("data-dir", "./shockwave-data", "data directory of a coordinator run with --auth creds")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	job, err := parseOneArg(fs, args, "JOB")
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 {
-		return badInput("creds revoke: want exactly one JOB, got %d arguments", fs.NArg())
-	}
-	job := fs.Arg(0)
 	if err := protocol.ValidateJobID("creds revoke", job); err != nil {
 		return usageError{err}
 	}

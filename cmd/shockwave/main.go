@@ -97,16 +97,37 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 
 // parseFlags parses args and turns flag errors into usage errors.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return badInput("unexpected argument %q", strings.Join(fs.Args(), " "))
+	}
+	return nil
+}
+
+// parseFlagsAndArgs parses flags and leaves the positional arguments in
+// fs.Args(); a bad flag is a usage error.
+func parseFlagsAndArgs(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
-	if fs.NArg() > 0 {
-		return badInput("unexpected argument %q", strings.Join(fs.Args(), " "))
-	}
 	return nil
+}
+
+// parseOneArg parses flags followed by exactly one positional argument,
+// which it returns; what names it in the error (e.g. "JOB").
+func parseOneArg(fs *flag.FlagSet, args []string, what string) (string, error) {
+	if err := parseFlagsAndArgs(fs, args); err != nil {
+		return "", err
+	}
+	if fs.NArg() != 1 {
+		return "", badInput("%s: want exactly one %s, got %d arguments", fs.Name(), what, fs.NArg())
+	}
+	return fs.Arg(0), nil
 }
 
 func init() {

@@ -51,7 +51,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (the original's Shockwave JSON config)")
 	fs.DurationVar(&f.round, "round", 120*time.Second, "round length")
 	fs.IntVar(&f.generate, "generate", 120, "generate a trace of `N` jobs (spec §1 process) when no --trace is given")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the generated trace")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the generated trace, or of the pollux policy on Pollux workloads")
 	fs.Float64Var(&f.arrivalGap, "arrival-gap", 40, "mean gap between the generated trace's arrivals, in `SECONDS` (exponential)")
 	fs.StringVar(&f.format, "format", "table", "output format: table or json")
 	fs.StringVar(&f.plot, "plot", "", "write charts (PNG) into `DIR`")
@@ -61,8 +61,14 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.info, "info", policy.InfoOnline, "what Shockwave's forecasts may read: `online` (events only) or profile (each job's declared schedule, like the original)")
 	fs.StringVar(&f.forecasts, "forecast-report", "", "write Shockwave's remaining-time forecasts at 10/25/50/75/90 % of each job's progress, with the truth, into `FILE` (JSON), and print their errors")
 	f.noise.register(fs)
+	pf := addPolluxFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if ok, err := isPolluxTrace(f.trace); err != nil {
+		return err
+	} else if ok {
+		return simulatePollux(&f, pf, stdout, stderr)
 	}
 	gpusSet := false
 	fs.Visit(func(fl *flag.Flag) { gpusSet = gpusSet || fl.Name == "gpus" })

@@ -29,6 +29,10 @@ type Config struct {
 	JobTimeout time.Duration // default 3 rounds
 	// Cluster, when set, is the coordinator's nodes (GPUs is then ignored).
 	Cluster topology.Cluster
+	// SnapshotRounds is the service's snapshot interval (0: its default,
+	// every round). Snapshots compact the log, so a test that reads the
+	// events the log stored sets it beyond the test's length.
+	SnapshotRounds int
 }
 
 // Coordinator is a running embedded server and coordinator service.
@@ -88,7 +92,7 @@ func (c *Coordinator) Up() {
 	if c.nc, err = c.emb.Connect(); err != nil {
 		c.t.Fatal(err)
 	}
-	svc, err := coordinator.NewService(c.nc, coordinator.ServiceConfig{Policy: c.cfg.Policy,
+	svc, err := coordinator.NewService(c.nc, coordinator.ServiceConfig{Policy: c.cfg.Policy, SnapshotRounds: c.cfg.SnapshotRounds,
 		Core: coordinator.Config{GPUs: c.cfg.GPUs, Cluster: c.cfg.Cluster, RoundSeconds: c.cfg.Round.Seconds(),
 			JobTimeoutSeconds: c.cfg.JobTimeout.Seconds()}})
 	if err != nil {

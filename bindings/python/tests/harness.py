@@ -90,8 +90,8 @@ class Coordinator:
             args = [binary, "coordinator", "--gpus", str(self.gpus), "--round", f"{self.round_s}s",
                     "--policy", self.policy, "--listen", f"127.0.0.1:{port}",
                     "--data-dir", os.path.join(self.dir, f"data{attempt}"), "--log-level", "debug"] + self.extra
-            self.data_dir = os.path.join(self.dir, f"data{attempt}")
             self.log = []
+            self.data_dir = os.path.join(self.dir, f"data{attempt}")
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             ready = threading.Event()
             self._drainer = threading.Thread(target=self._drain, args=(self.proc, ready), daemon=True)
@@ -105,6 +105,12 @@ class Coordinator:
             if not any("address already in use" in line for line in self.log):
                 break
         raise RuntimeError("coordinator did not start:\n" + self.tail())
+
+    def coordinator_secret(self) -> str:
+        """The coordinator's own NATS token (none and token mode): the rights
+        a test needs to act as the coordinator, e.g. to publish leases."""
+        with open(os.path.join(self.data_dir, "auth", "coordinator.secret")) as f:
+            return f.read().strip()
 
     def _drain(self, proc: subprocess.Popen, ready: threading.Event) -> None:
         assert proc.stderr is not None
@@ -126,12 +132,6 @@ class Coordinator:
             self.proc.stderr.close()
         if remove and self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-    def coordinator_token(self) -> str:
-        """The coordinator's own secret (none and token mode): the rights to
-        publish leases and use JetStream, which jobs lack."""
-        with open(os.path.join(self.data_dir, "auth", "coordinator.secret")) as f:
-            return f.read().strip()
 
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.log[-n:])

@@ -95,10 +95,10 @@ class NatsPublisher:
 
 
 class Leaser:
-    """Grants and revokes one job's leases as the coordinator would."""
+    """Grants and revokes one job's leases as the coordinator would, with the
+    coordinator's own credentials (jobs may not publish leases)."""
 
-    def __init__(self, url: str, job: str, token: str = "") -> None:
-        # Leases are the coordinator's to publish: it takes its secret.
+    def __init__(self, url: str, job: str, token: str) -> None:
         self.pub, self.job, self.round = NatsPublisher(url, token), job, 1000
 
     def _lease(self, action: str, **extra) -> None:
@@ -136,7 +136,7 @@ class TestDevicesAndHooks(unittest.TestCase):
                             on_suspend=lambda lease: seen["suspend"].append(lease),
                             on_resume=lambda lease: seen["resume"].append(lease))
         self.addCleanup(job.close)
-        leaser = Leaser(self.coord.url, "dev-1", self.coord.coordinator_token())
+        leaser = Leaser(self.coord.url, "dev-1", self.coord.coordinator_secret())
         self.addCleanup(leaser.close)
         self.assertEqual(job.devices, [])
         leaser.run([1], devices=[("node-0", [1])])
@@ -267,7 +267,7 @@ class TestDDPGloo(unittest.TestCase):
                 "--step-delay", "0.01", "--rank-timeout", "20", "--checkpoint", os.path.join(self.dir, job + ".pt")]
         run = DDPRun(world, args, use_torchrun)
         self.addCleanup(run.kill)
-        leaser = Leaser(self.coord.url, job, self.coord.coordinator_token())
+        leaser = Leaser(self.coord.url, job, self.coord.coordinator_secret())
         self.addCleanup(leaser.close)
         workers = list(range(world))
         rng = random.Random(7)
