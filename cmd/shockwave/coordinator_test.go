@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -61,6 +62,13 @@ func TestCoordinator_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
 // ends, as SIGINT would stop it.
 func startCoordinator(t *testing.T, args ...string) (url string) {
 	t.Helper()
+	return startCoordinatorLogging(t, &syncBuffer{}, args...)
+}
+
+// startCoordinatorLogging is startCoordinator with the coordinator's log
+// (stderr) written into logs.
+func startCoordinatorLogging(t *testing.T, logs *syncBuffer, args ...string) (url string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -71,16 +79,13 @@ func startCoordinator(t *testing.T, args ...string) (url string) {
 	saved := signalContext
 	signalContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
 	done := make(chan int, 1)
-	var stderr strings.Builder
 	go func() {
-		code, _, errOut := runCLI(append([]string{"coordinator", "--listen", addr, "--round", "1s"}, args...)...)
-		stderr.WriteString(errOut)
-		done <- code
+		done <- run(append([]string{"coordinator", "--listen", addr, "--round", "1s"}, args...), io.Discard, logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-done; code != 0 {
-			t.Errorf("coordinator exit %d:\n%s", code, stderr.String())
+			t.Errorf("coordinator exit %d:\n%s", code, logs.String())
 		}
 		signalContext = saved
 	})

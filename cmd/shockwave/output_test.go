@@ -2,18 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -145,8 +142,8 @@ func TestCoordinatorLog_ConsoleColoursOnlyOnATerminal(t *testing.T) {
 }
 
 func TestCoordinatorLog_DurationFieldsNameTheirUnit(t *testing.T) {
-	var buf lockedBuffer
-	url := startCoordinatorLogging(t, &buf)
+	var buf syncBuffer
+	url := startCoordinatorLogging(t, &buf, "--gpus", "2", "--data-dir", t.TempDir())
 	statusEventually(t, "--nats-url", url)
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(buf.String(), `"message":"round"`) && time.Now().Before(deadline) {
@@ -181,49 +178,4 @@ func TestCoordinatorLog_DurationFieldsNameTheirUnit(t *testing.T) {
 	if !slices.Contains(seen, "round") || !slices.Contains(seen, "replayed") {
 		t.Errorf("log lacks the round and replay records:\n%s", buf.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe to read while the coordinator writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// startCoordinatorLogging runs `shockwave coordinator` (JSON logs at info
-// level into logs) until the test ends.
-func startCoordinatorLogging(t *testing.T, logs *lockedBuffer) (url string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	saved := signalContext
-	signalContext = func() (context.Context, context.CancelFunc) { return ctx, cancel }
-	done := make(chan int, 1)
-	go func() {
-		done <- run([]string{"coordinator", "--listen", addr, "--round", "1s", "--gpus", "2", "--data-dir", t.TempDir()}, io.Discard, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("coordinator exit %d:\n%s", code, logs.String())
-		}
-		signalContext = saved
-	})
-	return "nats://" + addr
 }
