@@ -281,6 +281,8 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		{reflect.TypeOf(policy.GavelRound{}), "alloc MinResetSeconds ReallocateOnChange x jobTime deficit workerTime lastReset update gpus"},
 		{reflect.TypeOf(policy.Themis{}), "cum prevRem prevIso"},
 		{reflect.TypeOf(policy.AlloX{}), "Alpha prev"},
+		{reflect.TypeOf(policy.Tiresias{}), "cfg jobs next"},
+		{fieldType(t, reflect.TypeOf(policy.Tiresias{}), "jobs").Elem().Elem(), "queue entry executed running lastCheck"},
 		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs"},
 		// means … done are caches that swMeta.derive rebuilds on load.
 		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers planned pre dur dataset epoch submit modes alpha means meansOK post n cnt obsN upTo done targets guessed"},

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/coordinator"
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
 )
@@ -33,6 +34,8 @@ type Config struct {
 	// every round). Snapshots compact the log, so a test that reads the
 	// events the log stored sets it beyond the test's length.
 	SnapshotRounds int
+	// PolicyOptions configures the policy (e.g. Tiresias' thresholds).
+	PolicyOptions policy.Options
 }
 
 // Coordinator is a running embedded server and coordinator service.
@@ -92,7 +95,7 @@ func (c *Coordinator) Up() {
 	if c.nc, err = c.emb.Connect(); err != nil {
 		c.t.Fatal(err)
 	}
-	svc, err := coordinator.NewService(c.nc, coordinator.ServiceConfig{Policy: c.cfg.Policy, SnapshotRounds: c.cfg.SnapshotRounds,
+	svc, err := coordinator.NewService(c.nc, coordinator.ServiceConfig{Policy: c.cfg.Policy, PolicyOptions: c.cfg.PolicyOptions, SnapshotRounds: c.cfg.SnapshotRounds,
 		Core: coordinator.Config{GPUs: c.cfg.GPUs, Cluster: c.cfg.Cluster, RoundSeconds: c.cfg.Round.Seconds(),
 			JobTimeoutSeconds: c.cfg.JobTimeout.Seconds()}})
 	if err != nil {

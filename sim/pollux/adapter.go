@@ -159,13 +159,13 @@ func (p *Project) Allocate(now int, active []*Job, cl *Cluster) ([][]int, error)
 		return nil, fmt.Errorf("%s: plan needs %d GPUs of %d", p.pol.Name(), gpus, cl.GPUs)
 	}
 	free := freeGPUs(cl, allocs)
-	for i, j := range active {
-		if run[i] {
-			p.known[j].LastRun = snap.Round
-			if allocs[i] == nil {
-				if allocs[i] = placeMostFree(free, j.TargetReplicas); allocs[i] == nil {
-					return nil, fmt.Errorf("%s: no room for job %s", p.pol.Name(), j.Name)
-				}
+	for _, id := range plan.Run { // in the plan's order, as the native gang policies place
+		i := byID[id]
+		j := active[i]
+		p.known[j].LastRun = snap.Round
+		if allocs[i] == nil {
+			if allocs[i] = placeMostFree(free, j.TargetReplicas); allocs[i] == nil {
+				return nil, fmt.Errorf("%s: no room for job %s", p.pol.Name(), j.Name)
 			}
 		}
 	}
