@@ -24,6 +24,11 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	if !first { // the round pointer starts at the first round (spec §4.8)
 		s.advance(jobs)
 	}
+	for _, j := range snap.Jobs { // a job whose gang width changed (an elastic job) re-plans
+		if m := s.meta[j.ID]; m != nil && j.Workers > 0 && m.workers != j.Workers {
+			m.workers, s.resolve = j.Workers, true
+		}
+	}
 	if s.online != nil {
 		informed, err := s.online.refresh(snap)
 		if err != nil {

@@ -43,7 +43,12 @@ type Project struct {
 	// Every is the policy's round in intervals (default 1): between rounds
 	// running jobs keep their GPUs and nothing new starts.
 	Every int
-	calls int
+	// Elastic lets jobs run narrower than their trace width (default: on
+	// in BatchAgent mode, where the job adapts its batch size to the GPUs
+	// it holds): each round every job's width is its trace width capped
+	// by elasticWidths, and the policy schedules jobs at those widths.
+	Elastic bool
+	calls   int
 }
 
 // NewProject wraps a project policy for the Pollux world.
@@ -55,7 +60,7 @@ func NewProject(name string, opts policy.Options, batch string) (*Project, error
 	if err != nil {
 		return nil, err
 	}
-	return &Project{pol: p, batch: batch, known: map[*Job]*policy.Job{}, lastProg: map[*Job]float64{}, lastBusy: map[*Job]float64{}}, nil
+	return &Project{pol: p, batch: batch, Elastic: batch == BatchAgent, known: map[*Job]*policy.Job{}, lastProg: map[*Job]float64{}, lastBusy: map[*Job]float64{}}, nil
 }
 
 // Name implements Policy.
@@ -126,6 +131,9 @@ func (p *Project) Allocate(now int, active []*Job, cl *Cluster) ([][]int, error)
 		delete(p.known, j)
 	}
 	p.order = kept
+	if p.Elastic {
+		p.setWidths(active, cl.GPUs)
+	}
 	snap := &policy.Snapshot{Round: p.round, Now: float64(now), GPUs: cl.GPUs, RoundSeconds: float64(DefaultInterval * max(p.Every, 1))}
 	byID := make(map[string]int, len(active))
 	for i, j := range active {
@@ -151,7 +159,7 @@ func (p *Project) Allocate(now int, active []*Job, cl *Cluster) ([][]int, error)
 		}
 		run[i] = true
 		gpus += active[i].TargetReplicas
-		if active[i].Alloc != nil {
+		if active[i].Alloc != nil && len(active[i].Alloc) == active[i].TargetReplicas {
 			allocs[i] = active[i].Alloc
 		}
 	}
@@ -190,4 +198,19 @@ func (p *Project) observe(j *Job, pj *policy.Job) {
 		pj.Measurements = append(pj.Measurements, policy.Measurement{Round: p.round, Throughput: rate, BatchSize: pj.BatchSize})
 	}
 	p.pol.Observe(pj.ID, db, pj.StepsDone-before)
+}
+
+// setWidths applies the elastic widths of the active jobs.
+func (p *Project) setWidths(active []*Job, gpus int) {
+	trace := make([]int, len(active))
+	for i, j := range active {
+		trace[i] = j.Replicas
+	}
+	for i, w := range elasticWidths(trace, gpus) {
+		j := active[i]
+		j.TargetReplicas = w
+		if pj, ok := p.known[j]; ok {
+			pj.Workers = w
+		}
+	}
 }
