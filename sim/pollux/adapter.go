@@ -172,7 +172,11 @@ func (p *Project) Allocate(now int, active []*Job, cl *Cluster) ([][]int, error)
 		j := active[i]
 		p.known[j].LastRun = snap.Round
 		if allocs[i] == nil {
-			if allocs[i] = placeMostFree(free, j.TargetReplicas); allocs[i] == nil {
+			place := placeMostFree
+			if p.Elastic {
+				place = placePacked
+			}
+			if allocs[i] = place(free, j.TargetReplicas); allocs[i] == nil {
 				return nil, fmt.Errorf("%s: no room for job %s", p.pol.Name(), j.Name)
 			}
 		}
