@@ -122,3 +122,30 @@ func TestProject_AgentModeShrinksJobsOnlyWhenOversubscribed(t *testing.T) {
 		}
 	}
 }
+
+// TestProject_ElasticRunsAreDeterministic: two runs of shockwave+agent on
+// the same workload give every job the same completion and restarts.
+func TestProject_ElasticRunsAreDeterministic(t *testing.T) {
+	apps := mustApps(t)
+	rows := smallWorkload(10)
+	nodes := topology.Uniform(4, 4)
+	var runs [2][]*Job
+	for k := range runs {
+		pol, err := NewProject("shockwave", policy.Options{Config: onlineShockwave()}, BatchAgent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs[k], err = Run(Config{Workload: rows, Apps: apps, Nodes: nodes, Policy: pol, Setup: pol.Setup}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shrunk := false
+	for i, j := range runs[0] {
+		o := runs[1][i]
+		if j.Name != o.Name || j.Completion != o.Completion || j.Restarts != o.Restarts || j.Progress != o.Progress {
+			t.Fatalf("job %s: completion %d/%d, restarts %d/%d", j.Name, j.Completion, o.Completion, j.Restarts, o.Restarts)
+		}
+		shrunk = shrunk || j.TargetReplicas < j.Replicas
+	}
+	t.Logf("a job ended narrower than its trace width: %v", shrunk)
+}
