@@ -28,7 +28,7 @@ type polluxFlags struct {
 func addPolluxFlags(fs *flag.FlagSet) *polluxFlags {
 	var p polluxFlags
 	fs.StringVar(&p.apps, "apps", "pollux", "application models of a Pollux workload: the built-in `pollux` tables")
-	fs.StringVar(&p.batch, "batch", "both", "on Pollux workloads, how the project's policies run jobs: `trace` (trace width and batch size), agent (trace width, the AdaptDL agent picks the batch size) or both")
+	fs.StringVar(&p.batch, "batch", "both", "on Pollux workloads, how the project's policies run jobs: `trace` (trace width and batch size), agent (the AdaptDL agent picks the batch size, and jobs may run narrower than the trace width when the cluster is oversubscribed) or both")
 	fs.StringVar(&p.published, "published", "", "on Pollux workloads, a published-avg-jct.json `FILE` whose averages for this workload are printed beside ours")
 	return &p
 }

@@ -12,18 +12,22 @@ const (
 	// BatchTrace keeps each job's trace width and batch size, like the
 	// TunedJobs baselines.
 	BatchTrace = "trace"
-	// BatchAgent keeps the trace width but lets the job choose its batch
-	// size for the GPUs it holds with the AdaptDL agent's goodput rule
-	// (its fitted model, re-optimised every epoch and allocation), so its
-	// speed changes while it runs and the policy must forecast it online.
+	// BatchAgent lets the job choose its batch size for the GPUs it holds
+	// with the AdaptDL agent's goodput rule (its fitted model, re-optimised
+	// every epoch and allocation), so its speed changes while it runs and
+	// the policy must forecast it online; and since the job adapts to any
+	// width, the adapter may run it narrower than its trace width
+	// (Project.Elastic, elasticWidths).
 	BatchAgent = "agent"
 )
 
 // Project runs one of the project's policies (package policy: shockwave,
-// gavel, themis, …) on a Pollux workload. Each interval it hands the policy
-// a snapshot of the active jobs and runs, gang-scheduled at their trace
-// width, the jobs the plan names; jobs that keep running keep their GPUs,
-// newly started ones take the most free nodes first. Progress is counted in
+// gavel, themis, …) on a Pollux workload. Each round it hands the policy a
+// snapshot of the active jobs and runs, gang-scheduled at their width (the
+// trace width, or the elastic width in BatchAgent mode), the jobs the plan
+// names; jobs that keep running at the same width keep their GPUs, newly
+// started ones are placed in the plan's order (most free nodes first, or
+// best fit for elastic jobs). Progress is counted in
 // Pollux's unit, steps at the initial batch size, so a job's throughput is
 // its goodput: in BatchAgent mode it changes with the job's own batch-size
 // choices and its epoch's gradient noise, which is what Shockwave's online
@@ -71,8 +75,8 @@ func (p *Project) Name() string {
 	return p.pol.Name()
 }
 
-// Setup configures a job for the batch mode: the trace width always, and
-// the trace batch size in BatchTrace mode (ncf's in both, as Pollux fixes
+// Setup configures a job for the batch mode: the trace width to start
+// with, and the trace batch size in BatchTrace mode (ncf's in both, as Pollux fixes
 // ncf's too).
 func (p *Project) Setup(j *Job) {
 	j.TargetReplicas = j.Replicas
