@@ -195,3 +195,28 @@ func TestTiresias_RestoredStateContinuesIdentically(t *testing.T) {
 		t.Error("gavel state accepted")
 	}
 }
+
+// TestTiresias_AJobsReportsDoNotMoveItInTheQueues: service is the
+// coordinator's granted time, so a job that reports no progress, fails
+// its leases or reports absurd progress is demoted exactly like an honest
+// one.
+func TestTiresias_AJobsReportsDoNotMoveItInTheQueues(t *testing.T) {
+	honest, liar := mustTiresias(t, 120), mustTiresias(t, 120)
+	a := tiresiasJobOf("a", 0, 1, 0)
+	honest.Admit(a)
+	liar.Admit(a)
+	for k := range 5 {
+		s := tiresiasRound(k, float64(60*k), 1, a)
+		h, l := mustAllocate(t, honest, s), mustAllocate(t, liar, s)
+		if !slices.Equal(h, l) {
+			t.Fatalf("round %d: honest %v, liar %v", k, h, l)
+		}
+		honest.Observe("a", 60, 60)
+		liar.Observe("a", 0, 0)
+		liar.Fail("a")
+		liar.Observe("a", -1e18, 1<<40)
+	}
+	if string(honest.MarshalState()) != string(liar.MarshalState()) {
+		t.Fatal("reports changed the policy's state")
+	}
+}
