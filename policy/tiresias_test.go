@@ -108,9 +108,9 @@ func TestTiresias_ThreeQueuesDemoteInTurn(t *testing.T) {
 	}
 }
 
-// TestTiresias_JobsLeftOutOfASnapshotAttainNothing: a job absent from a
+// TestTiresias_JobsLeftOutOfASnapshotAttainNothingWhileAbsent: a job absent from a
 // round (its node away) accrues no service for the time it was absent.
-func TestTiresias_JobsLeftOutOfASnapshotAttainNothing(t *testing.T) {
+func TestTiresias_JobsLeftOutOfASnapshotAttainNothingWhileAbsent(t *testing.T) {
 	p := mustTiresias(t)
 	a := tiresiasJobOf("a", 0, 1, 0)
 	p.Admit(a)
