@@ -46,6 +46,11 @@ type Config struct {
 	// as SHOCKWAVE_CHECKPOINT_DIR) and output (WorkDir/<job>/output.log).
 	// Agents of one cluster share it, so that a job resumes on any node.
 	WorkDir string
+	// TLSCA, TLSCert and TLSKey are given to jobs as SHOCKWAVE_TLS_CA,
+	// SHOCKWAVE_TLS_CERT and SHOCKWAVE_TLS_KEY (when set): the CA of the
+	// server's certificate and the jobs' client certificate and key.
+	// They override what a submission's env says.
+	TLSCA, TLSCert, TLSKey string
 	// Env is the base environment of jobs (default os.Environ() without
 	// the variables the agent sets).
 	Env []string
