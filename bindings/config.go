@@ -18,15 +18,15 @@ import (
 // Pointers tell an absent key from a zero value, so that the SDK's own
 // defaults and validation apply to what the caller did not set.
 type config struct {
-	URL    *string `json:"url"`
-	Creds  *string `json:"creds"`
-	Token  *string `json:"token"`
-	TLSCA  *string `json:"tls_ca"`
+	URL   *string `json:"url"`
+	Creds *string `json:"creds"`
+	Token *string `json:"token"`
+	TLSCA *string `json:"tls_ca"`
 	// TLSCert and TLSKey are the client certificate and its key; they go
 	// together.
 	TLSCert *string `json:"tls_cert"`
 	TLSKey  *string `json:"tls_key"`
-	Prefix *string `json:"prefix"`
+	Prefix  *string `json:"prefix"`
 
 	Job        *string `json:"job"`
 	Name       *string `json:"name"`
