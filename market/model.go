@@ -29,6 +29,10 @@ type instance struct {
 	// FairnessTightest (fair.go).
 	ftfRho float64
 	tight  bool
+	// critAt is τ of the critical bounds of FairnessTightest (fair.go),
+	// applied when crit is set.
+	critAt float64
+	crit   bool
 }
 
 func newInstance(p *Problem, s *Settings) *instance {
@@ -192,7 +196,7 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool, mem *slab) jobModel {
 		m.ftfLo = -1
 		for n := 0; n <= m.hi; n++ {
 			if in.ftfAt(j, n, m.r[n]) {
-				m.ftfLo = n
+				m.ftfLo = max(n, in.critLow(&m))
 				break
 			}
 		}
