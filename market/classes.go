@@ -40,6 +40,9 @@ type item struct {
 }
 
 func newModel(in *instance, weights []float64, ftf bool) *model {
+	if m := in.reuseModel(weights, ftf); m != nil {
+		return m
+	}
 	m := &model{in: in, k: in.set.K, ftf: ftf}
 	m.jobs = make([]jobModel, len(in.jobs))
 	var mem slab
@@ -51,6 +54,7 @@ func newModel(in *instance, weights []float64, ftf bool) *model {
 		m.rScale = max(m.rScale, in.jobs[c].Remaining)
 	}
 	m.buildClasses()
+	in.remember(m, weights)
 	return m
 }
 

@@ -29,6 +29,8 @@ type instance struct {
 	// FairnessTightest (fair.go).
 	ftfRho float64
 	tight  bool
+
+	models *modelCache // the last model built (reuse.go)
 }
 
 func newInstance(p *Problem, s *Settings) *instance {
@@ -189,13 +191,7 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool, mem *slab) jobModel {
 		m.cum[n+1] = m.cum[n] + d
 	}
 	if ftf {
-		m.ftfLo = -1
-		for n := 0; n <= m.hi; n++ {
-			if in.ftfAt(j, n, m.r[n]) {
-				m.ftfLo = n
-				break
-			}
-		}
+		m.ftfLo = in.ftfLow(j, &m)
 	}
 	return m
 }

@@ -34,6 +34,11 @@ type packer struct {
 	on    []bool // on[c·T+t]: job c runs in round t
 	order []int
 	idx   []int // rounds by free desc, index asc
+
+	// sortOrder's counting sort: distinct widths, widest first; each
+	// job's index among them; the buckets' starts.
+	widths, rank, bucket []int
+
 	tmp   []int
 	memo  map[string]bool
 	nodes int
@@ -57,17 +62,54 @@ func (p *packer) reset() {
 }
 
 // sortOrder orders the jobs with n_c > 0: widest first, then most rounds,
-// then canonical index.
+// then canonical index. It is a counting sort over (width, rounds) buckets
+// filled in canonical order, the order a comparison sort by those three
+// keys gives.
 func (p *packer) sortOrder(n []int) {
-	p.order = p.order[:0]
-	for c := range n {
-		if n[c] > 0 {
-			p.order = append(p.order, c)
+	if p.rank == nil {
+		p.rankWidths()
+	}
+	T1 := p.T + 1
+	if cap(p.bucket) < len(p.widths)*T1+1 {
+		p.bucket = make([]int, len(p.widths)*T1+1)
+	}
+	start := p.bucket[:len(p.widths)*T1+1]
+	clear(start)
+	total := 0
+	for c, k := range n {
+		if k > 0 {
+			start[p.rank[c]*T1+p.T-min(k, p.T)+1]++
+			total++
 		}
 	}
-	slices.SortFunc(p.order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(p.m.jobs[b].w, p.m.jobs[a].w), cmp.Compare(n[b], n[a]), cmp.Compare(a, b))
-	})
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
+	}
+	p.order = slices.Grow(p.order[:0], total)[:total]
+	for c, k := range n {
+		if k > 0 {
+			b := p.rank[c]*T1 + p.T - min(k, p.T)
+			p.order[start[b]] = c
+			start[b]++
+		}
+	}
+}
+
+// rankWidths numbers the distinct gang widths, widest first (rank[c] for
+// job c).
+func (p *packer) rankWidths() {
+	p.widths = p.widths[:0]
+	for c := range p.m.jobs {
+		if w := p.m.jobs[c].w; !slices.Contains(p.widths, w) {
+			p.widths = append(p.widths, w)
+		}
+	}
+	slices.Sort(p.widths)
+	slices.Reverse(p.widths)
+	p.rank = make([]int, len(p.m.jobs))
+	for c := range p.m.jobs {
+		p.rank[c] = slices.Index(p.widths, p.m.jobs[c].w)
+	}
 }
 
 // greedy packs n. It returns the position in p.order of the first job that

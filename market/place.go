@@ -18,10 +18,18 @@ type arrangement struct {
 	on   []bool
 	free []int
 	rank []int // rank[r]: the job of rank r
-	// set[t] holds bit r when the job of rank r runs in round t: move
-	// scans round early minus round late from the lowest priority up,
-	// 64 jobs a word.
+	// set[t] holds bit r when the job of rank r runs in round t.
 	set [][]uint64
+	// The same sets split by gang width, so that move scans only the jobs
+	// whose width can fit: group[c] is job c's width group, gw[g] its
+	// range of widths (one group per width, or one for all widths when
+	// there are many), gset[g][t] the group's part of set[t], and
+	// gnz[g][t] bit k when gset[g][t][k] is not zero (to skip empty words
+	// 64 at a time).
+	group []int
+	gw    [][2]int
+	gset  [][][]uint64
+	gnz   [][][]uint64
 	// failed[early*T+late] records that move(c, early, late) failed for
 	// the job c being advanced, while no later move has touched either
 	// round: move reads only those two rounds' state, so it would fail
@@ -106,17 +114,69 @@ func (a *arrangement) orderRounds(rank []int) {
 			a.on[c*T+t] = old[c*T+from]
 		}
 	}
-	a.set = make([][]uint64, T)
+	a.groupWidths()
 	words := (len(rank) + 63) / 64
+	a.set = make([][]uint64, T)
+	a.gset, a.gnz = make([][][]uint64, len(a.gw)), make([][][]uint64, len(a.gw))
+	for g := range a.gw {
+		a.gset[g], a.gnz[g] = make([][]uint64, T), make([][]uint64, T)
+	}
 	for t := range a.free {
 		a.free[t] = a.G
 		a.set[t] = make([]uint64, words)
+		for g := range a.gw {
+			a.gset[g][t] = make([]uint64, words)
+			a.gnz[g][t] = make([]uint64, (words+63)/64)
+		}
 		for r, c := range rank {
 			if a.on[c*T+t] {
 				a.free[t] -= a.w[c]
-				a.set[t][r>>6] |= 1 << (r & 63)
+				a.add(t, r, a.group[c])
 			}
 		}
+	}
+}
+
+// maxWidthGroups is the most gang widths that get a group each; beyond
+// it all widths share one group.
+const maxWidthGroups = 8
+
+// groupWidths assigns each job its width group.
+func (a *arrangement) groupWidths() {
+	var widths []int
+	for _, w := range a.w {
+		if !slices.Contains(widths, w) {
+			widths = append(widths, w)
+			if len(widths) > maxWidthGroups {
+				break
+			}
+		}
+	}
+	a.group = make([]int, len(a.w))
+	if len(widths) > maxWidthGroups {
+		lo, hi := slices.Min(a.w), slices.Max(a.w)
+		a.gw = [][2]int{{lo, hi}}
+		return
+	}
+	slices.Sort(widths)
+	for _, w := range widths {
+		a.gw = append(a.gw, [2]int{w, w})
+	}
+	for c, w := range a.w {
+		a.group[c] = slices.Index(widths, w)
+	}
+}
+
+func (a *arrangement) add(t, r, g int) {
+	a.set[t][r>>6] |= 1 << (r & 63)
+	a.gset[g][t][r>>6] |= 1 << (r & 63)
+	a.gnz[g][t][r>>12] |= 1 << ((r >> 6) & 63)
+}
+
+func (a *arrangement) remove(t, r, g int) {
+	a.set[t][r>>6] &^= 1 << (r & 63)
+	if a.gset[g][t][r>>6] &^= 1 << (r & 63); a.gset[g][t][r>>6] == 0 {
+		a.gnz[g][t][r>>12] &^= 1 << ((r >> 6) & 63)
 	}
 }
 
@@ -161,7 +221,10 @@ func (a *arrangement) touched(t int) {
 
 // move tries to put job c into round early instead of round late, directly
 // or by swapping with the lowest-ranked job of round early that is ranked
-// below c, is not in round late, and makes both rounds fit.
+// below c, is not in round late, and makes both rounds fit. The width
+// groups are searched separately (each from the lowest rank up, for a
+// rank below the best found so far); the lowest-ranked job found is the
+// one a scan of all jobs from the lowest rank up would find first.
 func (a *arrangement) move(c, early, late int) bool {
 	w := a.w[c]
 	if a.free[early] >= w {
@@ -169,24 +232,53 @@ func (a *arrangement) move(c, early, late int) bool {
 		return true
 	}
 	need, room := w-a.free[early], a.free[late]+w
-	e, l := a.set[early], a.set[late]
 	lo := a.pos[c] + 1 // the ranks below c's
-	for k := len(e) - 1; k >= lo>>6; k-- {
-		word := e[k] &^ l[k]
-		if k == lo>>6 {
-			word &= ^uint64(0) << (lo & 63)
+	best := -1
+	for g, ws := range a.gw {
+		if ws[1] < need || ws[0] > room {
+			continue
 		}
-		for word != 0 {
-			b := 63 - bits.LeadingZeros64(word)
-			if j := a.rank[k<<6|b]; a.w[j] >= need && a.w[j] <= room {
-				a.shift(j, early, late)
-				a.shift(c, late, early)
-				return true
-			}
-			word &^= 1 << b
+		if r := a.lowest(g, early, late, max(lo, best+1), need, room); r > best {
+			best = r
 		}
 	}
-	return false
+	if best < 0 {
+		return false
+	}
+	a.shift(a.rank[best], early, late)
+	a.shift(c, late, early)
+	return true
+}
+
+// lowest returns the largest rank r ≥ lo of a job of width group g that
+// runs in round early and not in round late and whose width is in [need,
+// room], or −1.
+func (a *arrangement) lowest(g, early, late, lo, need, room int) int {
+	e, l, nz := a.gset[g][early], a.set[late], a.gnz[g][early]
+	kLo := lo >> 6
+	for s := len(nz) - 1; s >= kLo>>6; s-- {
+		words := nz[s]
+		if s == kLo>>6 {
+			words &= ^uint64(0) << (kLo & 63)
+		}
+		for words != 0 {
+			kb := 63 - bits.LeadingZeros64(words)
+			words &^= 1 << kb
+			k := s<<6 | kb
+			word := e[k] &^ l[k]
+			if k == kLo {
+				word &= ^uint64(0) << (lo & 63)
+			}
+			for word != 0 {
+				b := 63 - bits.LeadingZeros64(word)
+				if j := a.rank[k<<6|b]; a.w[j] >= need && a.w[j] <= room {
+					return k<<6 | b
+				}
+				word &^= 1 << b
+			}
+		}
+	}
+	return -1
 }
 
 func (a *arrangement) shift(c, from, to int) {
@@ -194,7 +286,6 @@ func (a *arrangement) shift(c, from, to int) {
 	a.on[c*a.T+to] = true
 	a.free[from] += a.w[c]
 	a.free[to] -= a.w[c]
-	r := a.pos[c]
-	a.set[from][r>>6] &^= 1 << (r & 63)
-	a.set[to][r>>6] |= 1 << (r & 63)
+	a.remove(from, a.pos[c], a.group[c])
+	a.add(to, a.pos[c], a.group[c])
 }

@@ -231,6 +231,7 @@ func BenchmarkReplay(b *testing.B) {
 		probs, sets = append(probs, p), append(sets, s)
 	}
 	b.ReportAllocs()
+	cpu := processCPU()
 	i := 0
 	for b.Loop() {
 		if _, err := market.Solve(probs[i%len(probs)], sets[i%len(probs)]); err != nil {
@@ -238,4 +239,11 @@ func BenchmarkReplay(b *testing.B) {
 		}
 		i++
 	}
+	reportCPU(b, cpu)
+}
+
+// reportCPU reports the process's CPU time since cpu per operation
+// ("cpu-ns/op"): steadier than the wall time on a shared machine.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
