@@ -108,11 +108,6 @@ func (m *model) ratioItems() []item {
 // and mostly constant along a segment of the log, so runs of equal gains
 // are sorted instead of single rounds; ties are expanded in (n, job) order.
 func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
-	type run struct {
-		key, gain float64
-		job       int32
-		n0, cnt   int32
-	}
 	var runs []run
 	total := 0
 	for _, c := range jobs {
@@ -127,21 +122,10 @@ func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
 			if perGPU {
 				key = d / float64(jm.w)
 			}
-			runs = append(runs, run{key: key, gain: d, job: c, n0: int32(n), cnt: 1})
+			runs = append(runs, run{key: descending(key), gain: d, job: c, n0: int32(n), cnt: 1})
 		}
 	}
-	slices.SortFunc(runs, func(a, b run) int {
-		switch {
-		case a.key != b.key:
-			if a.key > b.key {
-				return -1
-			}
-			return 1
-		case a.n0 != b.n0:
-			return int(a.n0 - b.n0)
-		}
-		return int(a.job - b.job)
-	})
+	runs = sortRuns(runs)
 	items := make([]item, 0, total)
 	for i := 0; i < len(runs); {
 		j := i + 1
