@@ -20,8 +20,9 @@ import (
 // was written. The set is six market instances dumped from the 900-job /
 // 256-GPU trace (testdata/golden/*.json.gz, `simulate --dump-instances`),
 // each under both fairness rules, and generated problems: cluster-sized
-// ones up to 9,000 jobs on 2,560 GPUs and small ones with wide or
-// off-chain gangs, varied settings and branch and bound.
+// ones up to 9,000 jobs on 2,560 GPUs, ones with a dozen distinct gang
+// widths, and small ones with wide or off-chain gangs, varied settings and
+// branch and bound.
 //
 // A change that only makes the solver faster keeps every digest. A
 // deliberate change of the plans rewrites the file:
@@ -62,6 +63,15 @@ func goldenCases(t *testing.T) []goldenCase {
 		}
 	}
 	rng := rand.New(rand.NewPCG(2026, 16))
+	for i := range 12 { // many distinct widths (the arrangement's shared width group)
+		p := largeProblem(rng, 60+rng.IntN(300), []int{64, 96, 128}[rng.IntN(3)])
+		for k := range p.Jobs {
+			p.Jobs[k].Workers = 1 + rng.IntN(12)
+		}
+		s := market.DefaultSettings()
+		s.Fairness = []market.Fairness{market.FairnessRelax, market.FairnessTightest}[i%2]
+		out = append(out, goldenCase{fmt.Sprintf("widths-%02d/%s", i, s.Fairness), p, s})
+	}
 	for i := range 120 {
 		p := mediumProblem(rng)
 		if i%4 == 3 { // gang widths off a divisibility chain

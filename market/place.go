@@ -30,17 +30,21 @@ type arrangement struct {
 	gw    [][2]int
 	gset  [][][]uint64
 	gnz   [][][]uint64
-	// failed[early*T+late] records that move(c, early, late) failed for
-	// the job c being advanced, while no later move has touched either
-	// round: move reads only those two rounds' state, so it would fail
-	// again, and advance skips it.
+	// failed[g·T² + early·T + late] records that move(c, early, late)
+	// failed for a job c of width group g, while no later move has touched
+	// either round. move reads only those two rounds' state, c's width and
+	// c's rank; jobs are advanced in rank order, so a later job of the
+	// same width has only fewer candidates (ranks below its own) and would
+	// fail again: advance skips the pair. When a group holds several
+	// widths (many distinct widths), the records are kept for the job
+	// being advanced only.
 	failed []bool
 }
 
 // arrange returns, for each future round, the canonical jobs that run in it.
 func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 	N, T := len(n), in.T
-	a := &arrangement{T: T, G: in.G, w: make([]int, N), pos: make([]int, N), on: slices.Clone(on), free: make([]int, T), failed: make([]bool, T*T)}
+	a := &arrangement{T: T, G: in.G, w: make([]int, N), pos: make([]int, N), on: slices.Clone(on), free: make([]int, T)}
 	for c := range n {
 		a.w[c] = m.jobs[c].w
 	}
@@ -115,6 +119,7 @@ func (a *arrangement) orderRounds(rank []int) {
 		}
 	}
 	a.groupWidths()
+	a.failed = make([]bool, len(a.gw)*T*T)
 	words := (len(rank) + 63) / 64
 	a.set = make([][]uint64, T)
 	a.gset, a.gnz = make([][][]uint64, len(a.gw)), make([][][]uint64, len(a.gw))
@@ -188,7 +193,11 @@ func (a *arrangement) remove(t, r, g int) {
 // skipped, which changes nothing but the time (see arrangement.failed).
 func (a *arrangement) advance(c int) {
 	T := a.T
-	clear(a.failed)
+	g := a.group[c]
+	if a.gw[g][0] != a.gw[g][1] {
+		clear(a.failed) // several widths share the group
+	}
+	failed := a.failed[g*T*T : (g+1)*T*T]
 	for moved := true; moved; {
 		moved = false
 		for late := T - 1; late > 0 && !moved; late-- {
@@ -196,26 +205,30 @@ func (a *arrangement) advance(c int) {
 				continue
 			}
 			for early := 0; early < late && !moved; early++ {
-				if a.on[c*T+early] || a.failed[early*T+late] {
+				if a.on[c*T+early] || failed[early*T+late] {
 					continue
 				}
 				if moved = a.move(c, early, late); moved {
 					a.touched(early)
 					a.touched(late)
 				} else {
-					a.failed[early*T+late] = true
+					failed[early*T+late] = true
 				}
 			}
 		}
 	}
 }
 
-// touched forgets the failed moves that involve round t.
+// touched forgets the failed moves that involve round t, for every width
+// group.
 func (a *arrangement) touched(t int) {
 	T := a.T
-	for u := range T {
-		a.failed[t*T+u] = false
-		a.failed[u*T+t] = false
+	for g := range a.gw {
+		f := a.failed[g*T*T : (g+1)*T*T]
+		for u := range T {
+			f[t*T+u] = false
+			f[u*T+t] = false
+		}
 	}
 }
 
