@@ -385,15 +385,9 @@ func (s *searcher) balanceTwins() {
 	if !s.inc.ok {
 		return
 	}
-	groups := map[Job][]int{}
-	for c := range s.m.in.jobs {
-		j := s.m.in.jobs[c]
-		j.ID = ""
-		groups[j] = append(groups[j], c)
-	}
 	n, on, T := s.inc.n, s.inc.on, s.m.in.T
 	changed := false
-	for _, g := range groups {
+	for _, g := range twins(s.m.in.jobs) {
 		for len(g) > 1 {
 			hi := slices.MaxFunc(g, func(a, b int) int { return n[a] - n[b] })
 			lo := slices.MinFunc(g, func(a, b int) int { return n[a] - n[b] })
@@ -415,4 +409,50 @@ func (s *searcher) balanceTwins() {
 		s.inc.u, s.inc.mr = s.m.utilityOf(n), s.m.maxRemaining(n)
 		s.inc.val = s.inc.u - s.m.k*s.inc.mr
 	}
+}
+
+// twins returns the groups (two or more jobs, in canonical order) of jobs
+// identical in every field but ID. Jobs are bucketed by a hash of their
+// fields and compared field by field, so that the common case, no twins,
+// costs one small map entry per job.
+func twins(jobs []Job) [][]int {
+	same := func(a, b *Job) bool {
+		return a.Workers == b.Workers && a.Epochs == b.Epochs && a.Progress == b.Progress &&
+			a.EpochSeconds == b.EpochSeconds && a.Remaining == b.Remaining && a.FairFinish == b.FairFinish
+	}
+	first := make(map[uint64]int32, len(jobs)) // hash → first job with it
+	var groups [][]int
+	var extra map[uint64][]int // hash → groups indices of later distinct jobs
+	for c := range jobs {
+		j := &jobs[c]
+		h := uint64(j.Workers)
+		for _, v := range [...]float64{j.Epochs, j.Progress, j.EpochSeconds, j.Remaining, j.FairFinish} {
+			h = (h^math.Float64bits(v+0))*0x100000001b3 + 0x9e3779b97f4a7c15
+		}
+		f, seen := first[h]
+		if !seen {
+			first[h] = int32(c)
+			continue
+		}
+		if extra == nil {
+			extra = map[uint64][]int{}
+		}
+		if _, ok := extra[h]; !ok {
+			groups = append(groups, []int{int(f)})
+			extra[h] = []int{len(groups) - 1}
+		}
+		placed := false
+		for _, gi := range extra[h] {
+			if same(&jobs[groups[gi][0]], j) {
+				groups[gi] = append(groups[gi], c)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			groups = append(groups, []int{c})
+			extra[h] = append(extra[h], len(groups)-1)
+		}
+	}
+	return groups
 }
