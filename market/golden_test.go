@@ -21,7 +21,7 @@ import (
 // 256-GPU trace (testdata/golden/*.json.gz, `simulate --dump-instances`),
 // each under both fairness rules, and generated problems: cluster-sized
 // ones up to 9,000 jobs on 2,560 GPUs, ones with a dozen distinct gang
-// widths, and small ones with wide or off-chain gangs, varied settings and
+// widths or windows of 65 to 200 rounds, and small ones with wide or off-chain gangs, varied settings and
 // branch and bound.
 //
 // A change that only makes the solver faster keeps every digest. A
@@ -71,6 +71,13 @@ func goldenCases(t *testing.T) []goldenCase {
 		s := market.DefaultSettings()
 		s.Fairness = []market.Fairness{market.FairnessRelax, market.FairnessTightest}[i%2]
 		out = append(out, goldenCase{fmt.Sprintf("widths-%02d/%s", i, s.Fairness), p, s})
+	}
+	for i, T := range []int{65, 100, 130, 200} { // windows longer than 64 rounds
+		p := largeProblem(rng, 200+rng.IntN(200), []int{32, 64, 128}[rng.IntN(3)])
+		p.Rounds = T
+		s := market.DefaultSettings()
+		s.Fairness = []market.Fairness{market.FairnessRelax, market.FairnessTightest}[i%2]
+		out = append(out, goldenCase{fmt.Sprintf("rounds-%d/%s", T, s.Fairness), p, s})
 	}
 	for i := range 120 {
 		p := mediumProblem(rng)

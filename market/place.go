@@ -30,15 +30,17 @@ type arrangement struct {
 	gw    [][2]int
 	gset  [][][]uint64
 	gnz   [][][]uint64
-	// failed[g·T² + early·T + late] records that move(c, early, late)
-	// failed for a job c of width group g, while no later move has touched
-	// either round. move reads only those two rounds' state, c's width and
-	// c's rank; jobs are advanced in rank order, so a later job of the
-	// same width has only fewer candidates (ranks below its own) and would
-	// fail again: advance skips the pair. When a group holds several
-	// widths (many distinct widths), the records are kept for the job
-	// being advanced only.
-	failed []bool
+	// failed records that move(c, early, late) failed for a job c of
+	// width group g, while no later move has touched either round: bit
+	// early of row (g, late), rows of rw words. move reads only those two
+	// rounds' state, c's width and c's rank; jobs are advanced in rank
+	// order, so a later job of the same width has only fewer candidates
+	// (ranks below its own) and would fail again: advance skips the pair.
+	// When a group holds several widths (many distinct widths), the
+	// records are kept for the job being advanced only.
+	failed []uint64
+	rw     int
+	mine   []uint64 // the rounds of the job being advanced
 }
 
 // arrange returns, for each future round, the canonical jobs that run in it.
@@ -119,7 +121,8 @@ func (a *arrangement) orderRounds(rank []int) {
 		}
 	}
 	a.groupWidths()
-	a.failed = make([]bool, len(a.gw)*T*T)
+	a.rw = (T + 63) / 64
+	a.failed, a.mine = make([]uint64, len(a.gw)*T*a.rw), make([]uint64, a.rw)
 	words := (len(rank) + 63) / 64
 	a.set = make([][]uint64, T)
 	a.gset, a.gnz = make([][][]uint64, len(a.gw)), make([][][]uint64, len(a.gw))
@@ -192,27 +195,42 @@ func (a *arrangement) remove(t, r, g int) {
 // pairs of rounds whose move failed and that no move has touched since are
 // skipped, which changes nothing but the time (see arrangement.failed).
 func (a *arrangement) advance(c int) {
-	T := a.T
+	T, rw := a.T, a.rw
 	g := a.group[c]
 	if a.gw[g][0] != a.gw[g][1] {
 		clear(a.failed) // several widths share the group
 	}
-	failed := a.failed[g*T*T : (g+1)*T*T]
+	failed := a.failed[g*T*rw : (g+1)*T*rw]
+	mine := a.mine
+	clear(mine)
+	for t := range T {
+		if a.on[c*T+t] {
+			mine[t>>6] |= 1 << (t & 63)
+		}
+	}
 	for moved := true; moved; {
 		moved = false
 		for late := T - 1; late > 0 && !moved; late-- {
-			if !a.on[c*T+late] {
+			if mine[late>>6]&(1<<(late&63)) == 0 {
 				continue
 			}
-			for early := 0; early < late && !moved; early++ {
-				if a.on[c*T+early] || failed[early*T+late] {
-					continue
+			row := failed[late*rw : (late+1)*rw]
+			for k := 0; k <= (late-1)>>6 && !moved; k++ {
+				cand := ^mine[k] &^ row[k] // rounds early: c is not in, not failed
+				if k == late>>6 {
+					cand &= 1<<(late&63) - 1 // early < late
 				}
-				if moved = a.move(c, early, late); moved {
-					a.touched(early)
-					a.touched(late)
-				} else {
-					failed[early*T+late] = true
+				for cand != 0 {
+					early := k<<6 | bits.TrailingZeros64(cand)
+					cand &= cand - 1
+					if moved = a.move(c, early, late); moved {
+						a.touched(early)
+						a.touched(late)
+						mine[late>>6] &^= 1 << (late & 63)
+						mine[early>>6] |= 1 << (early & 63)
+						break
+					}
+					row[k] |= 1 << (early & 63)
 				}
 			}
 		}
@@ -222,12 +240,12 @@ func (a *arrangement) advance(c int) {
 // touched forgets the failed moves that involve round t, for every width
 // group.
 func (a *arrangement) touched(t int) {
-	T := a.T
+	T, rw := a.T, a.rw
 	for g := range a.gw {
-		f := a.failed[g*T*T : (g+1)*T*T]
+		f := a.failed[g*T*rw : (g+1)*T*rw]
+		clear(f[t*rw : (t+1)*rw])
 		for u := range T {
-			f[t*T+u] = false
-			f[u*T+t] = false
+			f[u*rw+t>>6] &^= 1 << (t & 63)
 		}
 	}
 }
