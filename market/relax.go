@@ -1,5 +1,7 @@
 package market
 
+import "slices"
+
 // The class relaxation. Any allocation that packs into the rounds meets, for
 // every width class j (widest first), the cut
 //
@@ -32,7 +34,8 @@ type relaxer struct {
 	// current convolution
 	cur  int
 	prev []float64
-	res  int // residue r of S mod w
+	res  int       // residue r of S mod w
+	ext  []float64 // ext[o] = F_{j−1}(r + w·o), o = 0..qmax
 }
 
 func newRelaxer(m *model) *relaxer {
@@ -152,6 +155,10 @@ func (x *relaxer) convolve(j int) {
 		}
 		x.res = r
 		qmax := (cl.cap - r) / cl.width
+		x.ext = slices.Grow(x.ext[:0], qmax+1)[:qmax+1]
+		for o := range x.ext {
+			x.ext[o] = x.fprev(r + cl.width*o)
+		}
 		x.divide(0, qmax, 0, qmax)
 	}
 }
@@ -166,9 +173,11 @@ func (x *relaxer) divide(q0, q1, o0, o1 int) {
 	w, f := cl.width, x.fc[x.cur]
 	q := (q0 + q1) / 2
 	best, bo := negInf, o0
+	fg, pre, ext := x.fg[x.cur], x.pre[x.cur], x.ext
+	last := len(pre) - 1
 	for o := o0; o <= min(o1, q-f); o++ {
-		v := x.fprev(x.res+w*o) + x.h(x.cur, q-o)
-		if v > best {
+		// x.h(x.cur, q−o), inlined (q − o ≥ f here)
+		if v := ext[o] + (fg + pre[min(q-o-f, last)]); v > best {
 			best, bo = v, o
 		}
 	}
