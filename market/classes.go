@@ -108,11 +108,19 @@ func (m *model) ratioItems() []item {
 // and mostly constant along a segment of the log, so runs of equal gains
 // are sorted instead of single rounds; ties are expanded in (n, job) order.
 func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
-	var runs []run
-	total := 0
+	total, count := 0, 0
 	for _, c := range jobs {
 		jm := &m.jobs[c]
 		total += len(jm.marg)
+		for n, d := range jm.marg {
+			if n == 0 || d != jm.marg[n-1] {
+				count++
+			}
+		}
+	}
+	runs := make([]run, 0, count)
+	for _, c := range jobs {
+		jm := &m.jobs[c]
 		for n, d := range jm.marg {
 			if n > 0 && d == jm.marg[n-1] {
 				runs[len(runs)-1].cnt++

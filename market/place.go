@@ -50,23 +50,37 @@ func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 	for c := range n {
 		a.w[c] = m.jobs[c].w
 	}
-	rank := make([]int, N)
-	for c := range rank {
-		rank[c] = c
-	}
 	// The re-rank objective weighs each of job c's rounds by π_c/n_c; the
 	// key multiplies that by ρ̃_c, so that among jobs still within their
-	// fair share (π = 1) the one nearest its target goes first.
-	key := make([]float64, N)
-	for c := range key {
-		key[c] = in.prio[c] * in.rho[c] / float64(max(n[c], 1))
+	// fair share (π = 1) the one nearest its target goes first. Ties: π,
+	// ρ̃ and n descending, then canonical index (a total order).
+	type ranked struct {
+		key, prio, rho float64
+		n, c           int
 	}
-	slices.SortFunc(rank, func(x, y int) int {
-		return cmp.Or(cmp.Compare(key[y], key[x]), cmp.Compare(in.prio[y], in.prio[x]),
-			cmp.Compare(in.rho[y], in.rho[x]), cmp.Compare(n[y], n[x]), cmp.Compare(x, y))
+	order := make([]ranked, N)
+	for c := range order {
+		order[c] = ranked{in.prio[c] * in.rho[c] / float64(max(n[c], 1)), in.prio[c], in.rho[c], n[c], c}
+	}
+	slices.SortFunc(order, func(x, y ranked) int {
+		if d := cmp.Compare(y.key, x.key); d != 0 {
+			return d
+		}
+		if d := cmp.Compare(y.prio, x.prio); d != 0 {
+			return d
+		}
+		if d := cmp.Compare(y.rho, x.rho); d != 0 {
+			return d
+		}
+		if d := cmp.Compare(y.n, x.n); d != 0 {
+			return d
+		}
+		return cmp.Compare(x.c, y.c)
 	})
-	for r, c := range rank {
-		a.pos[c] = r
+	rank := make([]int, N)
+	for r, o := range order {
+		rank[r] = o.c
+		a.pos[o.c] = r
 	}
 	a.rank = rank
 	a.orderRounds(rank)
@@ -78,8 +92,10 @@ func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 	out := make([][]int, T)
 	for t := range out {
 		out[t] = []int{}
-		for _, c := range rank {
-			if a.on[c*T+t] {
+	}
+	for _, c := range rank {
+		for t, on := range a.on[c*T : (c+1)*T] {
+			if on {
 				out[t] = append(out[t], c)
 			}
 		}
@@ -94,9 +110,9 @@ func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 func (a *arrangement) orderRounds(rank []int) {
 	T := a.T
 	sig := make([][]int, T)
-	for t := range sig {
-		for _, c := range rank {
-			if a.on[c*T+t] {
+	for _, c := range rank {
+		for t, on := range a.on[c*T : (c+1)*T] {
+			if on {
 				sig[t] = append(sig[t], a.pos[c])
 			}
 		}
@@ -136,8 +152,10 @@ func (a *arrangement) orderRounds(rank []int) {
 			a.gset[g][t] = make([]uint64, words)
 			a.gnz[g][t] = make([]uint64, (words+63)/64)
 		}
-		for r, c := range rank {
-			if a.on[c*T+t] {
+	}
+	for r, c := range rank {
+		for t, on := range a.on[c*T : (c+1)*T] {
+			if on {
 				a.free[t] -= a.w[c]
 				a.add(t, r, a.group[c])
 			}
