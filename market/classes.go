@@ -16,9 +16,10 @@ type model struct {
 	uScale  float64 // Σ_i max |g_i|: the magnitude of the utility's terms
 	rScale  float64 // max_i R̂_i
 	ftf     bool
-	classes []class // widest first
-	chain   bool    // every width divides the next wider one
-	ratio   []item  // all job-rounds by gain per GPU-round, for repairs (lazy)
+	classes []class   // widest first
+	chain   bool      // every width divides the next wider one
+	ratio   []item    // all job-rounds by gain per GPU-round, for repairs (lazy)
+	cands   []float64 // candidates() (lazy; read-only once computed)
 }
 
 // class groups the jobs of one gang width. Its job-rounds all cost the same
@@ -203,6 +204,9 @@ func (m *model) maxRemaining(n []int) float64 {
 // max_i r_i(hi_i): every makespan bound M the optimum can have (its
 // max_i r_i(n_i) is one of them).
 func (m *model) candidates() []float64 {
+	if m.cands != nil { // computed before, for this model or the one it reuses
+		return m.cands
+	}
 	floor := 0.0 // no allocation has a smaller makespan term
 	for c := range m.jobs {
 		floor = max(floor, m.jobs[c].r[m.jobs[c].hi])
@@ -216,7 +220,8 @@ func (m *model) candidates() []float64 {
 		}
 	}
 	slices.Sort(cs)
-	return slices.Compact(cs)
+	m.cands = slices.Compact(cs)
+	return m.cands
 }
 
 // lowerBounds sets lo_i = the least n with r_i(n) ≤ bound (and meeting the

@@ -79,8 +79,10 @@ func canonicalOrder(jobs []Job) []int {
 	}
 	slices.SortStableFunc(perm, func(a, b int) int {
 		x, y := &jobs[a], &jobs[b]
+		if d := cmp.Compare(x.ID, y.ID); d != 0 { // IDs differ: done (cmp.Or would compare every field)
+			return d
+		}
 		return cmp.Or(
-			cmp.Compare(x.ID, y.ID),
 			cmp.Compare(x.Workers, y.Workers),
 			cmp.Compare(x.Epochs, y.Epochs),
 			cmp.Compare(x.Progress, y.Progress),

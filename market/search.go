@@ -37,7 +37,7 @@ type incumbent struct {
 }
 
 func newSearcher(m *model, set *Settings) *searcher {
-	s := &searcher{m: m, x: newRelaxer(m), pk: newPacker(m), tol: 1e-12 * max(1, m.uScale), gap: set.Gap,
+	s := &searcher{m: m, pk: newPacker(m), tol: 1e-12 * max(1, m.uScale), gap: set.Gap,
 		maxNodes: set.maxNodes(), bound: negInf}
 	if m.chain && m.in.G < 1<<16 {
 		s.sx = newStrongRelaxer(m)
@@ -197,6 +197,9 @@ func (s *searcher) relax(nd *node) bool {
 		s.sx = nil // too many profiles: keep to the class relaxation
 	}
 	nd.strong = false
+	if s.x == nil { // built on first use: a phase whose bounds never pack needs none
+		s.x = newRelaxer(s.m)
+	}
 	v, ok := s.x.solve(nd.lo, nd.hi, nd.n)
 	nd.bound = s.m.base + v
 	return ok
