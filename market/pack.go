@@ -162,9 +162,20 @@ func (p *packer) less(a, b int) bool {
 	return p.free[a] > p.free[b] || (p.free[a] == p.free[b] && a < b)
 }
 
-// check reports whether n packs (leaving the placement in p.on) and whether
-// the answer is proven (an exhaustive search may run out of budget).
+// check reports whether n packs and whether the answer is proven (an
+// exhaustive search may run out of budget). It leaves no placement when
+// the widths form a chain; place does.
 func (p *packer) check(n []int) (ok, proven bool) {
+	if p.m.chain {
+		p.checks++
+		return p.fits(n), true
+	}
+	return p.place(n)
+}
+
+// place is check, leaving the placement of a packable n in p.on (and the
+// free GPUs of each round in p.free).
+func (p *packer) place(n []int) (ok, proven bool) {
 	p.checks++
 	if p.greedy(n, false) < 0 {
 		return true, true
@@ -173,6 +184,71 @@ func (p *packer) check(n []int) (ok, proven bool) {
 		return false, true
 	}
 	return p.exact(n)
+}
+
+// fits reports whether greedy(n, false) would succeed, for widths that
+// form a chain, without placing the narrowest width's jobs: the wider jobs
+// are placed as greedy places them; then the narrowest jobs (greedy takes
+// them by rounds descending, each into the rounds with the most free
+// GPUs, i.e. the most free slots s_t = ⌊free_t/w⌋) fit iff the
+// Gale–Ryser condition holds: the k largest counts sum to at most
+// Σ_t min(s_t, k), for every k. (That greedy is Ryser's construction,
+// which succeeds exactly when the condition holds.)
+func (p *packer) fits(n []int) bool {
+	p.reset()
+	p.sortOrder(n)
+	last := len(p.order)
+	for last > 0 && p.m.jobs[p.order[last-1]].w == p.m.jobs[p.order[len(p.order)-1]].w {
+		last--
+	}
+	for _, c := range p.order[:last] {
+		if !p.take(c, n[c]) {
+			return false
+		}
+	}
+	rest := p.order[last:]
+	if len(rest) == 0 {
+		return true
+	}
+	w := p.m.jobs[rest[0]].w
+	slots := p.tmp[:0]
+	for _, f := range p.free {
+		slots = append(slots, f/w)
+	}
+	slices.Sort(slots)
+	slices.Reverse(slots)
+	p.tmp = slots
+	sum, phi, covered := 0, 0, len(slots) // covered: rounds with s_t ≥ k
+	for k, c := range rest {              // rest is by rounds descending
+		for covered > 0 && slots[covered-1] < k+1 {
+			covered--
+		}
+		sum += n[c]
+		phi += covered
+		if sum > phi {
+			return false
+		}
+	}
+	return true
+}
+
+// take puts job c into the k rounds with the most free GPUs (greedy's
+// step); false if fewer than k rounds have room for it.
+func (p *packer) take(c, k int) bool {
+	w := p.m.jobs[c].w
+	avail := 0
+	for avail < p.T && p.free[p.idx[avail]] >= w {
+		avail++
+	}
+	if avail < k {
+		return false
+	}
+	for _, t := range p.idx[:k] {
+		p.free[t] -= w
+		p.on[c*p.T+t] = true
+	}
+	p.resort(k)
+	return true
 }
 
 // exact decides packability by depth-first search over the jobs in greedy

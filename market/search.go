@@ -211,7 +211,7 @@ func (s *searcher) relax(nd *node) bool {
 // reports whether the node is a leaf (not split); nd.bound then bounds the
 // utility of its region.
 func (s *searcher) branch(nd *node, M float64, q *nodes) bool {
-	ok, proven := s.pk.check(nd.n)
+	ok, proven := s.pk.place(nd.n)
 	if !ok && proven && s.closedByRepair(nd, M) {
 		return true
 	}
@@ -222,7 +222,7 @@ func (s *searcher) branch(nd *node, M float64, q *nodes) bool {
 			nd.bound = negInf // no allocation in this region at all
 			return true
 		}
-		if ok, proven = s.pk.check(nd.n); !ok && proven && s.closedByRepair(nd, M) {
+		if ok, proven = s.pk.place(nd.n); !ok && proven && s.closedByRepair(nd, M) {
 			return true
 		}
 	}
@@ -293,7 +293,7 @@ func (s *searcher) repair(nd *node) {
 		}
 	}
 	b := slices.Clone(nd.lo)
-	if ok, _ := s.pk.check(b); ok {
+	if ok, _ := s.pk.place(b); ok {
 		s.fill(b, nd.hi)
 		if s.offer(b, s.pk.on) {
 			s.stats.Repairs++
