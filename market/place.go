@@ -43,8 +43,9 @@ type arrangement struct {
 	mine   []uint64 // the rounds of the job being advanced
 }
 
-// arrange returns, for each future round, the canonical jobs that run in it.
-func arrange(in *instance, m *model, n []int, on []bool) [][]int {
+// arrange returns the placement ordered in time: on[c·T+t] when canonical
+// job c runs in future round t.
+func arrange(in *instance, m *model, n []int, on []bool) []bool {
 	N, T := len(n), in.T
 	a := &arrangement{T: T, G: in.G, w: make([]int, N), pos: make([]int, N), on: slices.Clone(on), free: make([]int, T)}
 	for c := range n {
@@ -89,18 +90,7 @@ func arrange(in *instance, m *model, n []int, on []bool) [][]int {
 			a.advance(c)
 		}
 	}
-	out := make([][]int, T)
-	for t := range out {
-		out[t] = []int{}
-	}
-	for _, c := range rank {
-		for t, on := range a.on[c*T : (c+1)*T] {
-			if on {
-				out[t] = append(out[t], c)
-			}
-		}
-	}
-	return out
+	return a.on
 }
 
 // orderRounds permutes the rounds (a permutation keeps every round's
