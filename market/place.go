@@ -41,6 +41,9 @@ type arrangement struct {
 	failed []uint64
 	rw     int
 	mine   []uint64 // the rounds of the job being advanced
+	// swapped is the job the last successful move swapped out of its
+	// early round, −1 for a move into free room.
+	swapped int
 }
 
 // arrange returns the placement ordered in time: on[c·T+t] when canonical
@@ -232,8 +235,7 @@ func (a *arrangement) advance(c int) {
 					early := k<<6 | bits.TrailingZeros64(cand)
 					cand &= cand - 1
 					if moved = a.move(c, early, late); moved {
-						a.touched(early)
-						a.touched(late)
+						a.touched(a.w[c], early, late)
 						mine[late>>6] &^= 1 << (late & 63)
 						mine[early>>6] |= 1 << (early & 63)
 						break
@@ -245,15 +247,50 @@ func (a *arrangement) advance(c int) {
 	}
 }
 
-// touched forgets the failed moves that involve round t, for every width
-// group.
-func (a *arrangement) touched(t int) {
+// touched forgets the failed pairs that the move of a job of width w
+// from round late to round early (swapping with the job a.swapped, if
+// any) may have made possible, for every width group. A pair fails when
+// round early has no room for the job and no fitting candidate (a job
+// ranked below it, in early and not in late, of width in [w − free_early,
+// free_late + w]); the jobs advanced later are ranked below c, so c is
+// never their candidate. A pair can start to succeed only if its early
+// round gains room or a candidate, or its late round gains room or loses a
+// job that could be a candidate:
+//
+//   - a direct move frees room in round late only: the pairs with late as
+//     their early or late round;
+//   - a swap with job j puts j into round late (a new candidate there) and
+//     takes it out of round early (so j ∉ early no longer hides j in the
+//     other rounds): the pairs with late as early round and those with
+//     early as late round; and, if j is wider than the job, round early
+//     gains room (pairs with early as early round), if narrower, round
+//     late does (pairs with late as late round).
+//
+// Every other pair still fails, so skipping it changes nothing.
+func (a *arrangement) touched(w, early, late int) {
+	j := a.swapped
+	switch {
+	case j < 0:
+		a.forget(late, true, true)
+	default:
+		a.forget(late, true, a.w[j] < w)
+		a.forget(early, a.w[j] > w, true)
+	}
+}
+
+// forget clears the failed pairs whose early round is t (asEarly) and
+// those whose late round is t (asLate), for every width group.
+func (a *arrangement) forget(t int, asEarly, asLate bool) {
 	T, rw := a.T, a.rw
 	for g := range a.gw {
 		f := a.failed[g*T*rw : (g+1)*T*rw]
-		clear(f[t*rw : (t+1)*rw])
-		for u := range T {
-			f[u*rw+t>>6] &^= 1 << (t & 63)
+		if asLate {
+			clear(f[t*rw : (t+1)*rw])
+		}
+		if asEarly {
+			for u := range T {
+				f[u*rw+t>>6] &^= 1 << (t & 63)
+			}
 		}
 	}
 }
@@ -266,6 +303,7 @@ func (a *arrangement) touched(t int) {
 // one a scan of all jobs from the lowest rank up would find first.
 func (a *arrangement) move(c, early, late int) bool {
 	w := a.w[c]
+	a.swapped = -1
 	if a.free[early] >= w {
 		a.shift(c, late, early)
 		return true
@@ -284,7 +322,8 @@ func (a *arrangement) move(c, early, late int) bool {
 	if best < 0 {
 		return false
 	}
-	a.shift(a.rank[best], early, late)
+	a.swapped = a.rank[best]
+	a.shift(a.swapped, early, late)
 	a.shift(c, late, early)
 	return true
 }
