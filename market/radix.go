@@ -29,8 +29,9 @@ func descending(v float64) uint64 {
 
 // sortRuns sorts runs by key, then n0, then job, ascending: by gain
 // descending as sortedItems needs. It is a least-significant-digit radix
-// sort (stable counting sorts of one byte each: the job's bytes, then
-// n0's, then the key's), skipping the bytes on which all runs agree. The
+// sort (stable counting sorts of one byte each: the bytes of (n0, job) as
+// one 64-bit number, then the key's), skipping the bytes on which all runs
+// agree. The
 // order is total over distinct runs, so it is the order any correct sort
 // gives. It returns the sorted slice (runs or a buffer of its length).
 func sortRuns(runs []run) []run {
@@ -39,34 +40,58 @@ func sortRuns(runs []run) []run {
 	}
 	buf := make([]run, len(runs))
 	var count [256]int
-	pass := func(digit func(*run) byte) {
-		clear(count[:])
+	for shift := 0; shift < 64; shift += 8 { // (n0, job) as one 64-bit number
+		if radixPass(runs, buf, &count, shift, false) {
+			runs, buf = buf, runs
+		}
+	}
+	for shift := 0; shift < 64; shift += 8 {
+		if radixPass(runs, buf, &count, shift, true) {
+			runs, buf = buf, runs
+		}
+	}
+	return runs
+}
+
+// secondary is the (n0, job) order of a run as one number.
+func secondary(r *run) uint64 { return uint64(uint32(r.n0))<<32 | uint64(uint32(r.job)) }
+
+// radixPass sorts runs into buf, stably, by the byte at shift of the key
+// (byKey) or of the secondary number; false (nothing written) when all
+// runs have the same byte there.
+func radixPass(runs, buf []run, count *[256]int, shift int, byKey bool) bool {
+	clear(count[:])
+	if byKey {
 		for i := range runs {
-			count[digit(&runs[i])]++
+			count[byte(runs[i].key>>shift)]++
 		}
-		if count[digit(&runs[0])] == len(runs) {
-			return // all agree on this byte
-		}
-		sum := 0
-		for b, k := range count {
-			count[b] = sum
-			sum += k
-		}
+	} else {
 		for i := range runs {
-			d := digit(&runs[i])
+			count[byte(secondary(&runs[i])>>shift)]++
+		}
+	}
+	for _, k := range count {
+		if k == len(runs) {
+			return false
+		}
+	}
+	sum := 0
+	for b, k := range count {
+		count[b] = sum
+		sum += k
+	}
+	if byKey {
+		for i := range runs {
+			d := byte(runs[i].key >> shift)
 			buf[count[d]] = runs[i]
 			count[d]++
 		}
-		runs, buf = buf, runs
+	} else {
+		for i := range runs {
+			d := byte(secondary(&runs[i]) >> shift)
+			buf[count[d]] = runs[i]
+			count[d]++
+		}
 	}
-	for shift := 0; shift < 32; shift += 8 {
-		pass(func(r *run) byte { return byte(uint32(r.job) >> shift) })
-	}
-	for shift := 0; shift < 32; shift += 8 {
-		pass(func(r *run) byte { return byte(uint32(r.n0) >> shift) })
-	}
-	for shift := 0; shift < 64; shift += 8 {
-		pass(func(r *run) byte { return byte(r.key >> shift) })
-	}
-	return runs
+	return true
 }
