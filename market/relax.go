@@ -38,6 +38,8 @@ type relaxer struct {
 	ext  []float64 // ext[o] = F_{j−1}(r + w·o), o = 0..qmax
 	plat []int     // plat[o]: the least o' with ext[o'] + c = ext[o] + c (see convolve)
 	mono bool      // ext[o] + c is nondecreasing in o
+	// plain turns the flat-range step of divide off (tests compare both).
+	plain bool
 }
 
 func newRelaxer(m *model) *relaxer {
@@ -163,7 +165,7 @@ func (x *relaxer) convolve(j int) {
 		// optional job-round is taken, ext[o] + (fg + pre[last]), so that
 		// values equal after rounding share one.
 		c := x.fg[j] + x.pre[j][len(x.pre[j])-1]
-		x.mono = true
+		x.mono = !x.plain
 		for o := range x.ext {
 			x.ext[o] = x.fprev(r + cl.width*o)
 			switch v := x.ext[o] + c; {
