@@ -31,11 +31,12 @@ type arrangement struct {
 	gset  [][][]uint64
 	gnz   [][][]uint64
 	// failed records that move(c, early, late) failed for a job c of
-	// width group g, while no later move has touched either round: bit
-	// early of row (g, late), rows of rw words. move reads only those two
-	// rounds' state, c's width and c's rank; jobs are advanced in rank
-	// order, so a later job of the same width has only fewer candidates
-	// (ranks below its own) and would fail again: advance skips the pair.
+	// width group g, until a later move may have made it possible
+	// (touched): bit early of row (g, late), rows of rw words. move reads
+	// only those two rounds' state, c's width and c's rank; jobs are
+	// advanced in rank order, so a later job of the same width has only
+	// fewer candidates (ranks below its own) and would fail again: advance
+	// skips the pair.
 	// When a group holds several widths (many distinct widths), the
 	// records are kept for the job being advanced only.
 	failed []uint64
@@ -203,8 +204,9 @@ func (a *arrangement) remove(t, r, g int) {
 // with room, or by swapping with a lower-ranked job of that round that fits
 // into c's later round. Lower-ranked jobs only ever move later, so a job's
 // rounds, once advanced, stay put. The scan restarts after every move; the
-// pairs of rounds whose move failed and that no move has touched since are
-// skipped, which changes nothing but the time (see arrangement.failed).
+// pairs of rounds whose move failed and that no move since can have made
+// possible are skipped, which changes nothing but the time (see
+// arrangement.failed and touched).
 func (a *arrangement) advance(c int) {
 	T, rw := a.T, a.rw
 	g := a.group[c]
