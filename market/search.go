@@ -414,8 +414,9 @@ func (s *searcher) balanceTwins() {
 	}
 }
 
-// twins returns the groups (two or more jobs, in canonical order) of jobs
-// identical in every field but ID. Jobs are bucketed by a hash of their
+// twins returns the groups of jobs identical in every field but ID, each
+// in canonical order (a group of one job may occur after a hash collision;
+// balanceTwins leaves those alone). Jobs are bucketed by a hash of their
 // fields and compared field by field, so that the common case, no twins,
 // costs one small map entry per job.
 func twins(jobs []Job) [][]int {
