@@ -65,11 +65,11 @@ func TestCalibrate_OnlyBeyondFortyPercentDeviation(t *testing.T) {
 	// S = 1000 samples per epoch of 100 s at bs 10 → 1 step/s = 10 samples/s.
 	m := metaFor([]int{10, 10, 10, 10}, []float64{100, 100, 100, 100})
 	m.calibrate([]Measurement{{Round: 1, Throughput: 1.2, BatchSize: 10}}, 100)
-	if m.dur[0] != 100 {
+	if m.durs()[0] != 100 {
 		t.Fatalf("20 %% faster than planned recalibrated: %v", m.dur)
 	}
 	m.calibrate([]Measurement{{Round: 1, Throughput: 2, BatchSize: 10}}, 100)
-	if !near(m.dur[0], 50) || !near(m.dur[3], 50) {
+	if !near(m.durs()[0], 50) || !near(m.durs()[3], 50) {
 		t.Fatalf("2× faster than planned: durations %v, want 50 each", m.dur)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -172,7 +173,15 @@ func TestScale_Child(t *testing.T) {
 			hook += time.Since(start)
 		}
 	}
-	stop := scaleProfile(t, fmt.Sprintf("%d-%s", jobsN, info))
+	stop, peak := scaleProfile(t, fmt.Sprintf("%d-%s", jobsN, info))
+	switch {
+	case peak == nil:
+	case cfg.Options.OnSolve == nil:
+		cfg.Options.OnSolve = func(*market.Instance) { peak() }
+	default:
+		timed := cfg.Options.OnSolve
+		cfg.Options.OnSolve = func(in *market.Instance) { timed(in); peak() }
+	}
 	start := time.Now()
 	res, err := sim.Run(cfg)
 	wall := time.Since(start) - hook
@@ -205,11 +214,16 @@ func scaleCluster(gpus int) topology.Cluster {
 }
 
 // scaleProfile starts a CPU profile when SHOCKWAVE_SCALE_PROFILE names a
-// directory; the returned function stops it and writes a heap profile.
-func scaleProfile(t *testing.T, name string) func() {
+// directory (else it returns a no-op stop and a nil peak); the returned stop function stops it and writes the
+// allocation profile. The returned peak function, called at every solve,
+// writes a heap profile (heap-<name>.pprof) whenever the live heap
+// measured after the last collection grew by a tenth over the largest
+// written: the heap near its peak, where the allocation profile's
+// in-use figures are those at the end of the run.
+func scaleProfile(t *testing.T, name string) (stop, peak func()) {
 	dir := os.Getenv("SHOCKWAVE_SCALE_PROFILE")
 	if dir == "" {
-		return func() {}
+		return func() {}, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -221,18 +235,31 @@ func scaleProfile(t *testing.T, name string) func() {
 	if err := pprof.StartCPUProfile(cpu); err != nil {
 		t.Fatal(err)
 	}
-	return func() {
-		pprof.StopCPUProfile()
-		cpu.Close()
-		mem, err := os.Create(filepath.Join(dir, "mem-"+name+".pprof"))
+	write := func(kind string) {
+		f, err := os.Create(filepath.Join(dir, kind+"-"+name+".pprof"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer mem.Close()
-		if err := pprof.Lookup("allocs").WriteTo(mem, 0); err != nil {
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	var written uint64
+	peak = func() {
+		metrics.Read(live)
+		if v := live[0].Value.Uint64(); v > written+written/10 {
+			written = v
+			write("heap")
+		}
+	}
+	stop = func() {
+		pprof.StopCPUProfile()
+		cpu.Close()
+		write("mem")
+	}
+	return stop, peak
 }
 
 // TestScale_GapMatchesThe900JobTrace: the benchmark's arrival gap at 256

@@ -56,7 +56,6 @@ type simJob struct {
 	spec    workload.Spec
 	id      string
 	st      *workload.State
-	prof    workload.Profile
 	seq     uint64
 	started bool // registered with the Core
 	ended   bool
@@ -174,7 +173,7 @@ func newSimJob(sp workload.Spec, thr *workload.Throughputs, noise workload.Noise
 	if err != nil {
 		return nil, err
 	}
-	j := &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1,
+	j := &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, admitRound: -1, endRound: -1,
 		iso: prof.IsolatedSeconds, thr0: st.Throughput}
 	if err := j.realize(noise, thr); err != nil {
 		return nil, err
