@@ -17,7 +17,7 @@ const (
 type swMeta struct {
 	epochs  int       // E
 	workers int       // w
-	planned []int     // P[e], planned batch size per epoch
+	planned []int     // P[e], planned batch size per epoch (read-only: may be the Job's)
 	pre     []float64 // D^pre[e], preprofiled epoch durations (whole seconds, ≥ 1)
 	dur     []float64 // D[e], the calibrated working copy; nil while it is pre (durs)
 	dataset int       // S
@@ -56,8 +56,12 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 	if len(planned) == 0 || len(secs) != len(planned) {
 		planned, secs = constantSchedule(j)
 	}
+	// planned shares the declared schedule's array instead of copying it:
+	// a snapshot's jobs are read-only to policies, and the Core replaces a
+	// job's schedule, never writes into one. At 9,000 jobs of ~1,000
+	// epochs a copy is 70 MB.
 	m := &swMeta{
-		epochs: len(planned), workers: j.Workers, planned: slices.Clone(planned),
+		epochs: len(planned), workers: j.Workers, planned: slices.Clip(planned),
 		dataset: j.DatasetSize, submit: submit,
 	}
 	m.pre = make([]float64, len(secs))

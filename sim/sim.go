@@ -52,6 +52,10 @@ type Config struct {
 	RecordProfiles bool
 }
 
+// explainer is a policy whose per-job plan explanations can be turned
+// off (policy.Shockwave); the metrics never read them.
+type explainer interface{ SetExplain(on bool) }
+
 type simJob struct {
 	spec    workload.Spec
 	id      string
@@ -131,6 +135,9 @@ func Run(cfg Config) (*Result, error) {
 	pol, err := policy.New(cfg.Policy, cfg.Options)
 	if err != nil {
 		return nil, err
+	}
+	if e, ok := pol.(explainer); ok && !cfg.Forecasts && cfg.OnPlan == nil {
+		e.SetExplain(false) // no one reads the plans' per-job explanations
 	}
 	core, err := coordinator.NewCore(coordinator.Config{GPUs: cfg.GPUs, Cluster: cfg.Cluster, RoundSeconds: cfg.RoundSeconds}, pol)
 	if err != nil {
