@@ -90,3 +90,20 @@ func TestEnvy_LeavesTheMetricsZeroWithFewerThanTwoJobs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEnvy_9000Jobs reads the envy statistics of 9,000 jobs (40.5
+// million pairs) from their shares: the metric that, listed and sorted,
+// held 324 MB and a third of a 9,000-job profile run's CPU.
+func BenchmarkEnvy_9000Jobs(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	share := make([]float64, 9000)
+	for i := range share {
+		total := 1 + rng.IntN(240)
+		share[i] = float64(rng.IntN(total+1)) / float64(total)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d := newPairDiffs(share)
+		_ = percentileAt(d.n, 50, d.at) + percentileAt(d.n, 90, d.at) + percentileAt(d.n, 99, d.at) + d.at(d.n-1)
+	}
+}

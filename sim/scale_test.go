@@ -39,7 +39,8 @@ import (
 // are 320 nodes of 8 (SHOCKWAVE_SCALE_NODE=K: nodes of K GPUs at every size).
 // SHOCKWAVE_SCALE_PROFILE=DIR (made if missing; relative to the package
 // directory, where go test runs) writes each child's CPU and allocation profiles
-// (DIR/cpu-<jobs>-<info>.pprof, DIR/mem-<jobs>-<info>.pprof).
+// (DIR/cpu-<jobs>-<info>.pprof, DIR/mem-<jobs>-<info>.pprof) and a heap
+// profile taken near the peak of its live heap (DIR/heap-<jobs>-<info>.pprof).
 
 // gap900 is the mean inter-arrival time of the 900-job, 256-GPU trace:
 // its last job arrives at 4,400 s, after 899 gaps.
