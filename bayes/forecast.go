@@ -170,6 +170,7 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 	var row [maxLevels]float64
 	P[0] = 1
 	q := 1.0 // probability of not having left the current regime yet
+	tail := beyondFamilies(&st)
 	for e := c; e < E; e++ {
 		w := 1.0
 		if e == c {
@@ -192,12 +193,20 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 		if e == E-1 {
 			break
 		}
+		if e >= tail && staysPut(&st, &P) {
+			continue
+		}
 		var Pn, An, Bn [maxLevels]float64
 		for i := range L {
 			if P[i] == 0 {
 				continue
 			}
-			f.transition(&st, e, i, &row)
+			row := &row
+			if e >= tail {
+				row = &st.weak[i] // what transition would copy
+			} else {
+				f.transition(&st, e, i, row)
+			}
 			if i == 0 && q > 0 {
 				for k := 1; k < L; k++ {
 					fm[k] += q * row[k]
@@ -240,6 +249,34 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 		fc.NextBatchSize, fc.NextProb = st.lv.bs[best], fm[best]
 	}
 	return fc, nil
+}
+
+// beyondFamilies is the first epoch from which none of the forecast's
+// family nodes has data: from there on, every transition row is the job's
+// weak row.
+func beyondFamilies(st *forecastState) int {
+	tail := 0
+	for _, nd := range st.nodes {
+		if nd != nil {
+			tail = max(tail, len(nd.occ))
+		}
+	}
+	return tail
+}
+
+// staysPut reports whether every level holding mass in P keeps it through
+// the weak rows (identity rows, as a static job's). A step of the
+// recursion then changes nothing, bit for bit: each next-epoch sum
+// receives one term, p·1 = p (and a, b likewise), the mass cut-off finds
+// no new small mass, and fm and q gain q·0 and a factor of 1. Skipping
+// the step keeps the forecast exact.
+func staysPut(st *forecastState, P *[maxLevels]float64) bool {
+	for i := range st.lv.n {
+		if P[i] != 0 && !st.stay[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // prepare builds the level set, the family node maps and the weak prior.
