@@ -72,6 +72,7 @@ func scaleSizes(t *testing.T, v string) []scaleSize {
 // scaleRun is what a child reports.
 type scaleRun struct {
 	WallS  float64   `json:"wall_s"`
+	SimCPU float64   `json:"sim_cpu_s"` // the process's CPU during sim.Run, the hook's taken out
 	Rounds int       `json:"rounds"`
 	Solves []float64 `json:"solves_ms"`
 	MaxRSS int64     `json:"-"` // KiB, from the parent's rusage of the child
@@ -83,7 +84,7 @@ func TestScale_Table(t *testing.T) {
 	if v == "" {
 		t.Skip("set SHOCKWAVE_SCALE=1 (or a list like 900x256,1800x512) to run the scaling benchmark")
 	}
-	t.Logf("| jobs / GPUs (cluster) | arrival gap | online sim wall (child CPU) | profile sim wall (child CPU) | peak RSS online / profile | solve p50 / p99 / max (online) | rounds |")
+	t.Logf("| jobs / GPUs (cluster) | arrival gap | online sim wall / sim CPU (child CPU) | profile sim wall / sim CPU (child CPU) | peak RSS online / profile | solve p50 / p99 / max (online) | rounds |")
 	t.Logf("|---|---|---|---|---|---|---|")
 	for _, s := range scaleSizes(t, v) {
 		on := scaleChild(t, s, policy.InfoOnline)
@@ -100,8 +101,9 @@ func TestScale_Table(t *testing.T) {
 		if c := scaleCluster(s.gpus); len(c.Nodes) > 0 {
 			cl = c.String()
 		}
-		t.Logf("| %d / %d (%s) | %.3f s | %.1f s (%.1f s) | %.1f s (%.1f s) | %d / %d MiB | %.1f / %.1f / %.1f ms | %d |",
-			s.jobs, s.gpus, cl, scaleGap(s.gpus), on.WallS, on.CPUS, pr.WallS, pr.CPUS, on.MaxRSS>>10, pr.MaxRSS>>10, q(0.5), q(0.99), q(1), on.Rounds)
+		t.Logf("| %d / %d (%s) | %.3f s | %.1f s / %.1f s (%.1f s) | %.1f s / %.1f s (%.1f s) | %d / %d MiB | %.1f / %.1f / %.1f ms | %d |",
+			s.jobs, s.gpus, cl, scaleGap(s.gpus), on.WallS, on.SimCPU, on.CPUS, pr.WallS, pr.SimCPU, pr.CPUS,
+			on.MaxRSS>>10, pr.MaxRSS>>10, q(0.5), q(0.99), q(1), on.Rounds)
 	}
 }
 
@@ -158,10 +160,11 @@ func TestScale_Child(t *testing.T) {
 	sw.Info = info
 	cfg.Options.Config = sw
 	var solves []float64
-	var hook time.Duration
+	var hook, hookCPU time.Duration
 	if info == policy.InfoOnline {
 		cfg.Options.OnSolve = func(in *market.Instance) {
-			start := time.Now()
+			start, c0 := time.Now(), processCPU()
+			defer func() { hookCPU += processCPU() - c0 }()
 			p, st, err := in.Problem()
 			if err != nil {
 				t.Fatal(err)
@@ -183,15 +186,24 @@ func TestScale_Child(t *testing.T) {
 		timed := cfg.Options.OnSolve
 		cfg.Options.OnSolve = func(in *market.Instance) { timed(in); peak() }
 	}
-	start := time.Now()
+	start, c0 := time.Now(), processCPU()
 	res, err := sim.Run(cfg)
-	wall := time.Since(start) - hook
+	wall, cpu := time.Since(start)-hook, processCPU()-c0-hookCPU
 	stop()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := json.Marshal(scaleRun{WallS: wall.Seconds(), Rounds: res.Rounds, Solves: solves})
+	out, _ := json.Marshal(scaleRun{WallS: wall.Seconds(), SimCPU: cpu.Seconds(), Rounds: res.Rounds, Solves: solves})
 	fmt.Printf("SCALE %s\n", out)
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // maxFlat is the most GPUs of the flat pool (one node; package topology's
