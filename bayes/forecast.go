@@ -166,12 +166,18 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 	}
 
 	L := st.lv.n
-	var P, A, B, N, fm [maxLevels]float64
+	// cur holds this epoch's level probabilities P and first and second
+	// moments A, B; nxt receives the next epoch's. The two buffers swap
+	// by pointer instead of the next epoch being copied back.
+	var buf [2]moments
+	cur, nxt := &buf[0], &buf[1]
+	var N, fm [maxLevels]float64
 	var row [maxLevels]float64
-	P[0] = 1
+	cur.P[0] = 1
 	q := 1.0 // probability of not having left the current regime yet
 	tail := beyondFamilies(&st)
 	for e := c; e < E; e++ {
+		P, A, B := &cur.P, &cur.A, &cur.B
 		w := 1.0
 		if e == c {
 			w = min(float64(c+1), pTotal) - j.pos
@@ -193,10 +199,11 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 		if e == E-1 {
 			break
 		}
-		if e >= tail && staysPut(&st, &P) {
+		if e >= tail && staysPut(&st, P) {
 			continue
 		}
-		var Pn, An, Bn [maxLevels]float64
+		*nxt = moments{}
+		Pn, An, Bn := &nxt.P, &nxt.A, &nxt.B
 		for i := range L {
 			if P[i] == 0 {
 				continue
@@ -229,8 +236,9 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 				Pn[k], An[k], Bn[k] = 0, 0, 0
 			}
 		}
-		P, A, B = Pn, An, Bn
+		cur, nxt = nxt, cur
 	}
+	A, B := &cur.A, &cur.B
 	mean, m2, vthr := 0.0, 0.0, 0.0
 	for i := range L {
 		mean += A[i]
@@ -250,6 +258,11 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 	}
 	return fc, nil
 }
+
+// moments is one epoch's state of the forecast's recursion: per level,
+// the probability of being there and the first and second moments of
+// the time accumulated on the paths that are.
+type moments struct{ P, A, B [maxLevels]float64 }
 
 // beyondFamilies is the first epoch from which none of the forecast's
 // family nodes has data: from there on, every transition row is the job's
