@@ -281,7 +281,9 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		{reflect.TypeOf(policy.GavelRound{}), "alloc MinResetSeconds ReallocateOnChange x jobTime deficit workerTime lastReset update gpus"},
 		{reflect.TypeOf(policy.Themis{}), "cum prevRem prevIso"},
 		{reflect.TypeOf(policy.AlloX{}), "Alpha prev"},
-		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs"},
+		// onSolve and terse (SetExplain) are the caller's settings, not state: a
+		// live coordinator leaves both unset.
+		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs terse"},
 		// means … done are caches that swMeta.derive rebuilds on load.
 		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers planned pre dur dataset epoch submit modes alpha means meansOK post n cnt obsN upTo done targets guessed"},
 		{fieldType(t, sw, "online").Elem(), "fc ignoreMode seen cache"},

@@ -118,6 +118,7 @@ type Shockwave struct {
 	t0        float64
 	started   bool
 	admitErrs []string // online admissions refused (the job is planned from swDefault)
+	terse     bool     // Plan.Explain left empty (SetExplain)
 }
 
 // NewShockwave returns the policy with cfg (validated).
