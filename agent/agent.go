@@ -46,6 +46,11 @@ type Config struct {
 	// as SHOCKWAVE_CHECKPOINT_DIR) and output (WorkDir/<job>/output.log).
 	// Agents of one cluster share it, so that a job resumes on any node.
 	WorkDir string
+	// TLSCA, TLSCert and TLSKey are given to jobs as SHOCKWAVE_TLS_CA,
+	// SHOCKWAVE_TLS_CERT and SHOCKWAVE_TLS_KEY (when set): the CA of the
+	// server's certificate and the jobs' client certificate and key.
+	// They override what a submission's env says.
+	TLSCA, TLSCert, TLSKey string
 	// Env is the base environment of jobs (default os.Environ() without
 	// the variables the agent sets).
 	Env []string
@@ -115,6 +120,23 @@ type Agent struct {
 type desiredAt struct {
 	d  *protocol.NodeDesired
 	at time.Time
+	// joined: the answer to a join, which starts the agent's view afresh
+	// (a coordinator with a new log starts its epochs again).
+	joined bool
+}
+
+// supersedes reports whether d replaces last: a join's answer always does;
+// otherwise a higher leader epoch does, and within one epoch a state at
+// least as new. A state from a lower epoch, i.e. from a deposed leader
+// that has not noticed yet, never does.
+func (d *desiredAt) supersedes(last *desiredAt) bool {
+	switch {
+	case last == nil || d.joined:
+		return true
+	case d.d.Epoch != last.d.Epoch:
+		return d.d.Epoch > last.d.Epoch
+	}
+	return d.d.Now >= last.d.Now
 }
 
 // deadline converts a coordinator time to the agent's clock.
@@ -155,7 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Warn().Err(err).Msg("desired state dropped")
 			return
 		}
-		a.offer(ctx, d)
+		a.offer(ctx, d, false)
 	})
 	if err != nil {
 		return fmt.Errorf("agent: subscribe: %w", err)
@@ -173,8 +195,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.stopAll()
 			return nil
 		case d := <-a.desired:
-			if a.last == nil || d.d.Now >= a.last.d.Now {
+			switch {
+			case d.supersedes(a.last):
 				a.apply(&d)
+			case d.d.Epoch < a.last.d.Epoch:
+				a.log.Warn().Uint64("epoch", d.d.Epoch).Uint64("leader_epoch", a.last.d.Epoch).
+					Msg("desired state from a deposed leader ignored")
 			}
 		case e := <-a.exits:
 			a.exited(ctx, e)
@@ -185,9 +211,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-func (a *Agent) offer(ctx context.Context, d *protocol.NodeDesired) {
+func (a *Agent) offer(ctx context.Context, d *protocol.NodeDesired, joined bool) {
 	select {
-	case a.desired <- desiredAt{d: d, at: time.Now()}:
+	case a.desired <- desiredAt{d: d, at: time.Now(), joined: joined}:
 	case <-ctx.Done():
 	}
 }
@@ -221,7 +247,7 @@ func (a *Agent) join(ctx context.Context) error {
 		case err == nil:
 			a.log.Info().Int("gpus", a.cfg.GPUs).Msg("joined")
 			if rep.Desired != nil {
-				a.offer(ctx, rep.Desired)
+				a.offer(ctx, rep.Desired, true)
 			}
 			return nil
 		case errors.As(err, &perr) && perr.Code != protocol.CodeUnavailable:
@@ -252,7 +278,7 @@ func (a *Agent) heartbeats(ctx context.Context) {
 		var perr *protocol.Error
 		switch {
 		case err == nil && rep.Desired != nil:
-			a.offer(ctx, rep.Desired)
+			a.offer(ctx, rep.Desired, false)
 		case errors.As(err, &perr) && perr.Code == protocol.CodeUnknownNode:
 			a.log.Warn().Msg("the coordinator does not count this node as joined; joining again")
 			if err := a.join(ctx); err != nil && ctx.Err() == nil {

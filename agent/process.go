@@ -90,6 +90,11 @@ func (a *Agent) env(as protocol.Assignment, i int, devs []int, ckpt, creds strin
 	if a.cfg.Token != "" {
 		env = append(env, "SHOCKWAVE_TOKEN="+a.cfg.Token)
 	}
+	for _, kv := range [][2]string{{"SHOCKWAVE_TLS_CA", a.cfg.TLSCA}, {"SHOCKWAVE_TLS_CERT", a.cfg.TLSCert}, {"SHOCKWAVE_TLS_KEY", a.cfg.TLSKey}} {
+		if kv[1] != "" {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
 	return env
 }
 

@@ -100,3 +100,80 @@ func TestAgent_DeadlinesFollowTheCoordinatorsClock(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestAgent_StatesOfADeposedLeaderAreIgnored: after a join answered by the
+// leader of epoch 2, a desired state of epoch 1 (a deposed leader that has
+// not noticed yet, with a later clock) that places job b on the free device
+// is ignored; the leader's own state, with an earlier clock, starts b.
+func TestAgent_StatesOfADeposedLeaderAreIgnored(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats did not start")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	job := func(id string, dev int) protocol.Assignment {
+		return protocol.Assignment{Job: id, Command: []string{"sh", "-c", "echo running; sleep 30"},
+			Devices: []int{dev}, Procs: 1, WorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: 29500, Expiry: 9000}
+	}
+	state := func(epoch uint64, now float64, jobs ...protocol.Assignment) *protocol.NodeDesired {
+		return &protocol.NodeDesired{V: protocol.Version, Node: "n", Round: 1, Now: now, Epoch: epoch, Jobs: jobs}
+	}
+	reply, _ := json.Marshal(protocol.AgentReply{V: protocol.Version, Desired: state(2, 5000, job("a", 0))})
+	if _, err := nc.Subscribe(subj.AgentJoin("n"), func(m *nats.Msg) { _ = m.Respond(reply) }); err != nil {
+		t.Fatal(err)
+	}
+	anc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anc.Close()
+	work := t.TempDir()
+	a, err := New(Config{Node: "n", GPUs: 2, Conn: anc, URL: srv.ClientURL(), WorkDir: work,
+		Heartbeat: time.Hour, ExpiryGrace: time.Second, KillGrace: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	ran := func(id string) bool {
+		b, _ := os.ReadFile(filepath.Join(work, id, "output.log"))
+		return strings.Contains(string(b), "running")
+	}
+	waitRan := func(id string) {
+		for deadline := time.Now().Add(10 * time.Second); !ran(id); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s never ran", id)
+			}
+		}
+	}
+	publish := func(d *protocol.NodeDesired) {
+		data, _ := json.Marshal(d)
+		if err := nc.Publish(subj.Desired("n"), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRan("a")
+	publish(state(1, 6000, job("a", 0), job("b", 1))) // the deposed leader
+	time.Sleep(time.Second)
+	if ran("b") {
+		t.Fatal("a deposed leader's state started job b")
+	}
+	publish(state(2, 5001, job("a", 0), job("b", 1))) // the leader
+	waitRan("b")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -166,11 +166,18 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 	}
 
 	L := st.lv.n
-	var P, A, B, N, fm [maxLevels]float64
+	// cur holds this epoch's level probabilities P and first and second
+	// moments A, B; nxt receives the next epoch's. The two buffers swap
+	// by pointer instead of the next epoch being copied back.
+	var buf [2]moments
+	cur, nxt := &buf[0], &buf[1]
+	var N, fm [maxLevels]float64
 	var row [maxLevels]float64
-	P[0] = 1
+	cur.P[0] = 1
 	q := 1.0 // probability of not having left the current regime yet
+	tail := beyondFamilies(&st)
 	for e := c; e < E; e++ {
+		P, A, B := &cur.P, &cur.A, &cur.B
 		w := 1.0
 		if e == c {
 			w = min(float64(c+1), pTotal) - j.pos
@@ -192,12 +199,21 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 		if e == E-1 {
 			break
 		}
-		var Pn, An, Bn [maxLevels]float64
+		if e >= tail && staysPut(&st, P) {
+			continue
+		}
+		*nxt = moments{}
+		Pn, An, Bn := &nxt.P, &nxt.A, &nxt.B
 		for i := range L {
 			if P[i] == 0 {
 				continue
 			}
-			f.transition(&st, e, i, &row)
+			row := &row
+			if e >= tail {
+				row = &st.weak[i] // what transition would copy
+			} else {
+				f.transition(&st, e, i, row)
+			}
 			if i == 0 && q > 0 {
 				for k := 1; k < L; k++ {
 					fm[k] += q * row[k]
@@ -220,8 +236,9 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 				Pn[k], An[k], Bn[k] = 0, 0, 0
 			}
 		}
-		P, A, B = Pn, An, Bn
+		cur, nxt = nxt, cur
 	}
+	A, B := &cur.A, &cur.B
 	mean, m2, vthr := 0.0, 0.0, 0.0
 	for i := range L {
 		mean += A[i]
@@ -240,6 +257,39 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 		fc.NextBatchSize, fc.NextProb = st.lv.bs[best], fm[best]
 	}
 	return fc, nil
+}
+
+// moments is one epoch's state of the forecast's recursion: per level,
+// the probability of being there and the first and second moments of
+// the time accumulated on the paths that are.
+type moments struct{ P, A, B [maxLevels]float64 }
+
+// beyondFamilies is the first epoch from which none of the forecast's
+// family nodes has data: from there on, every transition row is the job's
+// weak row.
+func beyondFamilies(st *forecastState) int {
+	tail := 0
+	for _, nd := range st.nodes {
+		if nd != nil {
+			tail = max(tail, len(nd.occ))
+		}
+	}
+	return tail
+}
+
+// staysPut reports whether every level holding mass in P keeps it through
+// the weak rows (identity rows, as a static job's). A step of the
+// recursion then changes nothing, bit for bit: each next-epoch sum
+// receives one term, p·1 = p (and a, b likewise), the mass cut-off finds
+// no new small mass, and fm and q gain q·0 and a factor of 1. Skipping
+// the step keeps the forecast exact.
+func staysPut(st *forecastState, P *[maxLevels]float64) bool {
+	for i := range st.lv.n {
+		if P[i] != 0 && !st.stay[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // prepare builds the level set, the family node maps and the weak prior.

@@ -352,6 +352,11 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	j.pos = min(pos, float64(j.epochs))
 	if o.Throughput > 0 {
 		x := math.Log(o.Throughput)
+		if j.nown == 0 && j.det.Observations() == 0 && !(j.spec.Throughput > 0) {
+			// Nothing centred the prior yet: the first measurement does, so
+			// that the forecast does not depend on the unit of throughput.
+			j.det.SetPriorMean(x)
+		}
 		j.det.Observe(x)
 		j.thr.add(x)
 	}

@@ -18,11 +18,15 @@ import (
 // Pointers tell an absent key from a zero value, so that the SDK's own
 // defaults and validation apply to what the caller did not set.
 type config struct {
-	URL    *string `json:"url"`
-	Creds  *string `json:"creds"`
-	Token  *string `json:"token"`
-	TLSCA  *string `json:"tls_ca"`
-	Prefix *string `json:"prefix"`
+	URL   *string `json:"url"`
+	Creds *string `json:"creds"`
+	Token *string `json:"token"`
+	TLSCA *string `json:"tls_ca"`
+	// TLSCert and TLSKey are the client certificate and its key; they go
+	// together.
+	TLSCert *string `json:"tls_cert"`
+	TLSKey  *string `json:"tls_key"`
+	Prefix  *string `json:"prefix"`
 
 	Job        *string `json:"job"`
 	Name       *string `json:"name"`
@@ -84,6 +88,9 @@ func parseConfig(raw []byte) (opts []sdk.Option, keys []string, sampleEvery time
 	str("creds", c.Creds, sdk.WithCredentials)
 	str("token", c.Token, sdk.WithToken)
 	str("tls_ca", c.TLSCA, sdk.WithTLSCA)
+	if c.TLSCert != nil || c.TLSKey != nil {
+		add("tls_cert/tls_key", sdk.WithTLSClientCert(deref(c.TLSCert), deref(c.TLSKey)))
+	}
 	str("prefix", c.Prefix, sdk.WithPrefix)
 	str("job", c.Job, sdk.WithJobID)
 	str("name", c.Name, sdk.WithName)
@@ -212,4 +219,12 @@ func rankConfig(c *config, add func(string, sdk.Option)) error {
 		add("visible_devices", sdk.WithVisibleDevices(c.VisibleDevices...))
 	}
 	return nil
+}
+
+// deref is *p, or "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

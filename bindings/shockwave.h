@@ -180,6 +180,9 @@ int shockwave_abi_version(void);
  *                     $SHOCKWAVE_CREDS, $SHOCKWAVE_TOKEN)
  *   tls_ca            CA file (PEM) of the coordinator's TLS certificate
  *                     (default $SHOCKWAVE_TLS_CA)
+ *   tls_cert, tls_key client certificate and key (PEM) for a server that
+ *                     requires them; both or neither (default
+ *                     $SHOCKWAVE_TLS_CERT, $SHOCKWAVE_TLS_KEY)
  *   prefix            subject prefix (default "shockwave")
  *   job, name         job id (default $SHOCKWAVE_JOB_ID, else derived from name)
  *   model             model family (required)

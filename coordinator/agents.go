@@ -289,6 +289,9 @@ func (s *Service) afterRunnerRecord(o *outcome) {
 		delete(s.agents.leaving, o.job)
 	}
 	if o.reply != "" && o.agentAnswer != nil {
+		if r, ok := o.agentAnswer.(*protocol.AgentReply); ok && r.Desired != nil {
+			r.Desired.Epoch = s.epoch
+		}
 		data, _ := json.Marshal(o.agentAnswer)
 		if err := s.nc.Publish(o.reply, data); err != nil {
 			s.log.Warn().Err(err).Str("id", o.job).Msg("cannot answer")
@@ -306,6 +309,7 @@ func (s *Service) afterRunnerRecord(o *outcome) {
 func (s *Service) desired(node string) *protocol.NodeDesired {
 	d := s.fold.desired(node)
 	d.Now = max(d.Now, seconds(time.Now()))
+	d.Epoch = s.epoch // agents ignore a deposed leader's states
 	return d
 }
 

@@ -283,7 +283,9 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		{reflect.TypeOf(policy.AlloX{}), "Alpha prev"},
 		{reflect.TypeOf(policy.Tiresias{}), "cfg jobs next"},
 		{fieldType(t, reflect.TypeOf(policy.Tiresias{}), "jobs").Elem().Elem(), "queue entry executed running lastCheck"},
-		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs"},
+		// onSolve and terse (SetExplain) are the caller's settings, not state: a
+		// live coordinator leaves both unset.
+		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs terse"},
 		// means … done are caches that swMeta.derive rebuilds on load.
 		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers planned pre dur dataset epoch submit modes alpha means meansOK post n cnt obsN upTo done targets guessed"},
 		{fieldType(t, sw, "online").Elem(), "fc ignoreMode seen cache"},

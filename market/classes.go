@@ -16,9 +16,10 @@ type model struct {
 	uScale  float64 // Σ_i max |g_i|: the magnitude of the utility's terms
 	rScale  float64 // max_i R̂_i
 	ftf     bool
-	classes []class // widest first
-	chain   bool    // every width divides the next wider one
-	ratio   []item  // all job-rounds by gain per GPU-round, for repairs (lazy)
+	classes []class   // widest first
+	chain   bool      // every width divides the next wider one
+	ratio   []item    // all job-rounds by gain per GPU-round, for repairs (lazy)
+	cands   []float64 // candidates() (lazy; read-only once computed)
 }
 
 // class groups the jobs of one gang width. Its job-rounds all cost the same
@@ -40,6 +41,9 @@ type item struct {
 }
 
 func newModel(in *instance, weights []float64, ftf bool) *model {
+	if m := in.reuseModel(weights, ftf); m != nil {
+		return m
+	}
 	m := &model{in: in, k: in.set.K, ftf: ftf}
 	m.jobs = make([]jobModel, len(in.jobs))
 	var mem slab
@@ -51,6 +55,7 @@ func newModel(in *instance, weights []float64, ftf bool) *model {
 		m.rScale = max(m.rScale, in.jobs[c].Remaining)
 	}
 	m.buildClasses()
+	in.remember(m, weights)
 	return m
 }
 
@@ -104,16 +109,19 @@ func (m *model) ratioItems() []item {
 // and mostly constant along a segment of the log, so runs of equal gains
 // are sorted instead of single rounds; ties are expanded in (n, job) order.
 func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
-	type run struct {
-		key, gain float64
-		job       int32
-		n0, cnt   int32
-	}
-	var runs []run
-	total := 0
+	total, count := 0, 0
 	for _, c := range jobs {
 		jm := &m.jobs[c]
 		total += len(jm.marg)
+		for n, d := range jm.marg {
+			if n == 0 || d != jm.marg[n-1] {
+				count++
+			}
+		}
+	}
+	runs := make([]run, 0, count)
+	for _, c := range jobs {
+		jm := &m.jobs[c]
 		for n, d := range jm.marg {
 			if n > 0 && d == jm.marg[n-1] {
 				runs[len(runs)-1].cnt++
@@ -123,21 +131,10 @@ func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
 			if perGPU {
 				key = d / float64(jm.w)
 			}
-			runs = append(runs, run{key: key, gain: d, job: c, n0: int32(n), cnt: 1})
+			runs = append(runs, run{key: descending(key), gain: d, job: c, n0: int32(n), cnt: 1})
 		}
 	}
-	slices.SortFunc(runs, func(a, b run) int {
-		switch {
-		case a.key != b.key:
-			if a.key > b.key {
-				return -1
-			}
-			return 1
-		case a.n0 != b.n0:
-			return int(a.n0 - b.n0)
-		}
-		return int(a.job - b.job)
-	})
+	runs = sortRuns(runs)
 	items := make([]item, 0, total)
 	for i := 0; i < len(runs); {
 		j := i + 1
@@ -207,6 +204,9 @@ func (m *model) maxRemaining(n []int) float64 {
 // max_i r_i(hi_i): every makespan bound M the optimum can have (its
 // max_i r_i(n_i) is one of them).
 func (m *model) candidates() []float64 {
+	if m.cands != nil { // computed before, for this model or the one it reuses
+		return m.cands
+	}
 	floor := 0.0 // no allocation has a smaller makespan term
 	for c := range m.jobs {
 		floor = max(floor, m.jobs[c].r[m.jobs[c].hi])
@@ -220,7 +220,8 @@ func (m *model) candidates() []float64 {
 		}
 	}
 	slices.Sort(cs)
-	return slices.Compact(cs)
+	m.cands = slices.Compact(cs)
+	return m.cands
 }
 
 // lowerBounds sets lo_i = the least n with r_i(n) ≤ bound (and meeting the

@@ -24,7 +24,8 @@
 // (π clamped at 1e200, where ρ̃^100 would overflow), and the result says
 // Relaxed. An infeasible FTF set is never an error. With
 // Settings.Fairness = FairnessTightest the constraints are kept instead at
-// the tightest bound some allocation meets (fair.go, Result.RhoBound).
+// the tightest bound some allocation meets, together with lower bounds for
+// the jobs that would extend the makespan (fair.go, Result.RhoBound).
 //
 // # Reduction to round counts
 //

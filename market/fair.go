@@ -22,7 +22,9 @@ const (
 	//	finishes within its n rounds (r_i(n) = 0), T otherwise,
 	//
 	// and solves the unweighted problem (the FTF problem of §4.5 at ρ*)
-	// under lo(ρ*). The finish-aware e_i differs from the
+	// under lo(ρ*). The bounds include the critical bounds of the jobs
+	// that extend the makespan (critBounds) when some ρ packs with them;
+	// otherwise they are dropped. The finish-aware e_i differs from the
 	// original's constraint, which always counts the window's end, so that
 	// a job finishing inside the window is not judged late whatever it
 	// gets (with it, ρ* is set by those short jobs and binds nothing).
@@ -63,7 +65,7 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 	in.tight = true
 	defer func() {
 		if !in.tight {
-			in.ftfRho = in.set.RhoMax
+			in.ftfRho, in.crit = in.set.RhoMax, false
 		}
 	}()
 	pk := newPacker(free)
@@ -80,14 +82,23 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 		return ok
 	}
 	// rhos[a] does not pack (or a = −1), rhos[b] does (or b = len).
-	a, b := -1, len(rhos)
-	for b-a > 1 {
-		mid := (a + b) / 2
-		if packs(rhos[mid]) {
-			b = mid
-		} else {
-			a = mid
+	bisect := func() int {
+		a, b := -1, len(rhos)
+		for b-a > 1 {
+			mid := (a + b) / 2
+			if packs(rhos[mid]) {
+				b = mid
+			} else {
+				a = mid
+			}
 		}
+		return b
+	}
+	in.critBounds()
+	b := bisect()
+	if in.crit && b == len(rhos) {
+		in.crit = false
+		b = bisect()
 	}
 	stats.PackChecks += pk.checks
 	if b == len(rhos) {
@@ -111,10 +122,48 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 func (in *instance) lowAt(j *Job, jm *jobModel) int {
 	for n := 0; n <= jm.hi; n++ {
 		if in.ftfAt(j, n, jm.r[n]) {
-			return n
+			return max(n, in.critLow(jm))
 		}
 	}
 	return -1
+}
+
+// critBounds turns on the critical bounds of FairnessTightest. With
+//
+//	τ = max(Σ_i w_i·R̂_i / G, max_i R̂_i) − T·Δ,
+//
+// the earliest time after the window by which the present jobs could all
+// finish (the cluster's GPU-time and the longest job both bound it), a job
+// whose remaining time after the window exceeds τ extends the makespan; its
+// critical bound is the least n that brings r_i(n) down to τ (all the
+// rounds it can use when none does). The original objective's makespan
+// term, k·max_i r_i, trades only the single longest job against the
+// utility; under the binding FTF bounds and the unweighted utility (which
+// favours the jobs that progress fastest relative to their size), the other
+// long jobs far from their fair-share target were left to the end and ran
+// alone. The bounds rank before fairness: ρ* is the tightest bound that
+// packs with them (they are dropped when none does).
+func (in *instance) critBounds() {
+	work, top := 0.0, 0.0
+	for c := range in.jobs {
+		work += float64(in.jobs[c].Workers) * in.jobs[c].Remaining
+		top = max(top, in.jobs[c].Remaining)
+	}
+	in.critAt = max(0, max(work/float64(in.G), top)-float64(in.T)*in.delta)
+	in.crit = true
+}
+
+// critLow is a job's critical bound (0 while the bounds are off).
+func (in *instance) critLow(jm *jobModel) int {
+	if !in.crit {
+		return 0
+	}
+	for n := 0; n <= jm.hi; n++ {
+		if jm.r[n] <= in.critAt {
+			return n
+		}
+	}
+	return jm.hi
 }
 
 // rhoCandidates returns RhoMax and the sorted distinct values ρ_i(n)

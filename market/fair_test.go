@@ -34,11 +34,51 @@ func worstRho(p market.Problem, n []int) float64 {
 	return worst
 }
 
+// remainingAfter is job j's remaining time after n rounds, r_j(n).
+func remainingAfter(p market.Problem, j market.Job, n int) float64 {
+	_, delta := defaults(p)
+	prog := math.Min(delta*float64(n)/j.EpochSeconds, j.Epochs-j.Progress)
+	return math.Max(0, j.Remaining-j.EpochSeconds*prog)
+}
+
+// criticalBounds recomputes FairnessTightest's critical bounds: with τ =
+// max(Σ w·R̂/G, max R̂) − T·Δ, the least n with r(n) ≤ τ, or the rounds
+// after which more rounds add nothing when no n does.
+func criticalBounds(p market.Problem) []int {
+	T, delta := defaults(p)
+	work, top := 0.0, 0.0
+	for _, j := range p.Jobs {
+		work += float64(j.Workers) * j.Remaining
+		top = math.Max(top, j.Remaining)
+	}
+	tau := math.Max(0, math.Max(work/float64(p.GPUs), top)-float64(T)*delta)
+	out := make([]int, len(p.Jobs))
+	for i, j := range p.Jobs {
+		hi := T
+		for n := 0; n <= T; n++ {
+			if delta*float64(n)/j.EpochSeconds >= j.Epochs-j.Progress {
+				hi = n
+				break
+			}
+		}
+		out[i] = hi
+		for n := 0; n <= hi; n++ {
+			if remainingAfter(p, j, n) <= tau {
+				out[i] = n
+				break
+			}
+		}
+	}
+	return out
+}
+
 // bruteTightest enumerates every allocation that fits each round and
-// returns the least worst ρ among them.
-func bruteTightest(p market.Problem) float64 {
+// returns the least worst ρ among those that meet the critical bounds, or
+// among all of them when none does.
+func bruteTightest(p market.Problem) (rho float64, critOK bool) {
 	T, _ := defaults(p)
 	N := len(p.Jobs)
+	crit := criticalBounds(p)
 	var fits []int
 	for mask := 0; mask < 1<<N; mask++ {
 		used := 0
@@ -51,7 +91,7 @@ func bruteTightest(p market.Problem) float64 {
 			fits = append(fits, mask)
 		}
 	}
-	best := math.Inf(1)
+	best, bestCrit := math.Inf(1), math.Inf(1)
 	x := make([]int, T)
 	n := make([]int, N)
 	var walk func(t int)
@@ -65,7 +105,14 @@ func bruteTightest(p market.Problem) float64 {
 					}
 				}
 			}
-			best = math.Min(best, worstRho(p, n))
+			rho := worstRho(p, n)
+			best = math.Min(best, rho)
+			for i := range n {
+				if n[i] < crit[i] {
+					return
+				}
+			}
+			bestCrit = math.Min(bestCrit, rho)
 			return
 		}
 		for _, m := range fits {
@@ -74,19 +121,23 @@ func bruteTightest(p market.Problem) float64 {
 		}
 	}
 	walk(0)
-	return best
+	if !math.IsInf(bestCrit, 1) {
+		return bestCrit, true
+	}
+	return best, false
 }
 
 // TestTightest_FindsTheLeastFeasibleBoundOfBruteForce checks the binding
 // fairness rule on tiny instances against exhaustive enumeration: where
 // ρmax is infeasible, the solve is not relaxed, its bound is the least
-// worst ρ any packing achieves (or ρmax when that is larger), and its
-// allocation meets that bound.
+// worst ρ any packing that meets the critical bounds achieves (any packing
+// when none does; ρmax when that is larger), and its allocation meets that
+// bound.
 func TestTightest_FindsTheLeastFeasibleBoundOfBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 14))
 	s := market.DefaultSettings()
 	s.Fairness = market.FairnessTightest
-	bound := 0
+	bound, withCrit := 0, 0
 	for trial := 0; trial < 300; trial++ {
 		p := tinyProblem(rng)
 		r, err := market.Solve(p, s)
@@ -103,13 +154,25 @@ func TestTightest_FindsTheLeastFeasibleBoundOfBruteForce(t *testing.T) {
 			continue // the original constraint was feasible
 		}
 		bound++
-		want := math.Max(s.RhoMax, bruteTightest(p))
+		brute, critOK := bruteTightest(p)
+		want := math.Max(s.RhoMax, brute)
 		if math.Abs(r.RhoBound-want) > 1e-6*want {
 			t.Fatalf("trial %d: bound %.9g, brute force %.9g (%+v)", trial, r.RhoBound, want, p)
 		}
 		if got := worstRho(p, r.Rounds); got > r.RhoBound*(1+1e-6) {
 			t.Fatalf("trial %d: allocation's worst ρ %.9g above its bound %.9g", trial, got, r.RhoBound)
 		}
+		if crit := criticalBounds(p); critOK {
+			for i, n := range r.Rounds {
+				if n < crit[i] {
+					t.Fatalf("trial %d: job %d got %d rounds, below its critical bound %d", trial, i, n, crit[i])
+				}
+			}
+			withCrit++
+		}
+	}
+	if withCrit < 20 {
+		t.Fatalf("only %d of the %d bound instances could meet their critical bounds", withCrit, bound)
 	}
 	if bound < 50 {
 		t.Fatalf("only %d of 300 instances needed a tighter bound", bound)

@@ -29,6 +29,12 @@ type instance struct {
 	// FairnessTightest (fair.go).
 	ftfRho float64
 	tight  bool
+	// critAt is τ of the critical bounds of FairnessTightest (fair.go),
+	// applied when crit is set.
+	critAt float64
+	crit   bool
+
+	models *modelCache // the last model built (reuse.go)
 }
 
 func newInstance(p *Problem, s *Settings) *instance {
@@ -77,8 +83,10 @@ func canonicalOrder(jobs []Job) []int {
 	}
 	slices.SortStableFunc(perm, func(a, b int) int {
 		x, y := &jobs[a], &jobs[b]
+		if d := cmp.Compare(x.ID, y.ID); d != 0 { // IDs differ: done (cmp.Or would compare every field)
+			return d
+		}
 		return cmp.Or(
-			cmp.Compare(x.ID, y.ID),
 			cmp.Compare(x.Workers, y.Workers),
 			cmp.Compare(x.Epochs, y.Epochs),
 			cmp.Compare(x.Progress, y.Progress),
@@ -189,13 +197,7 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool, mem *slab) jobModel {
 		m.cum[n+1] = m.cum[n] + d
 	}
 	if ftf {
-		m.ftfLo = -1
-		for n := 0; n <= m.hi; n++ {
-			if in.ftfAt(j, n, m.r[n]) {
-				m.ftfLo = n
-				break
-			}
-		}
+		m.ftfLo = in.ftfLow(j, &m)
 	}
 	return m
 }

@@ -34,6 +34,11 @@ type packer struct {
 	on    []bool // on[c·T+t]: job c runs in round t
 	order []int
 	idx   []int // rounds by free desc, index asc
+
+	// sortOrder's counting sort: distinct widths, widest first; each
+	// job's index among them; the buckets' starts.
+	widths, rank, bucket []int
+
 	tmp   []int
 	memo  map[string]bool
 	nodes int
@@ -57,17 +62,54 @@ func (p *packer) reset() {
 }
 
 // sortOrder orders the jobs with n_c > 0: widest first, then most rounds,
-// then canonical index.
+// then canonical index. It is a counting sort over (width, rounds) buckets
+// filled in canonical order, the order a comparison sort by those three
+// keys gives.
 func (p *packer) sortOrder(n []int) {
-	p.order = p.order[:0]
-	for c := range n {
-		if n[c] > 0 {
-			p.order = append(p.order, c)
+	if p.rank == nil {
+		p.rankWidths()
+	}
+	T1 := p.T + 1
+	if cap(p.bucket) < len(p.widths)*T1+1 {
+		p.bucket = make([]int, len(p.widths)*T1+1)
+	}
+	start := p.bucket[:len(p.widths)*T1+1]
+	clear(start)
+	total := 0
+	for c, k := range n {
+		if k > 0 {
+			start[p.rank[c]*T1+p.T-min(k, p.T)+1]++
+			total++
 		}
 	}
-	slices.SortFunc(p.order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(p.m.jobs[b].w, p.m.jobs[a].w), cmp.Compare(n[b], n[a]), cmp.Compare(a, b))
-	})
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
+	}
+	p.order = slices.Grow(p.order[:0], total)[:total]
+	for c, k := range n {
+		if k > 0 {
+			b := p.rank[c]*T1 + p.T - min(k, p.T)
+			p.order[start[b]] = c
+			start[b]++
+		}
+	}
+}
+
+// rankWidths numbers the distinct gang widths, widest first (rank[c] for
+// job c).
+func (p *packer) rankWidths() {
+	p.widths = p.widths[:0]
+	for c := range p.m.jobs {
+		if w := p.m.jobs[c].w; !slices.Contains(p.widths, w) {
+			p.widths = append(p.widths, w)
+		}
+	}
+	slices.Sort(p.widths)
+	slices.Reverse(p.widths)
+	p.rank = make([]int, len(p.m.jobs))
+	for c := range p.m.jobs {
+		p.rank[c] = slices.Index(p.widths, p.m.jobs[c].w)
+	}
 }
 
 // greedy packs n. It returns the position in p.order of the first job that
@@ -120,9 +162,20 @@ func (p *packer) less(a, b int) bool {
 	return p.free[a] > p.free[b] || (p.free[a] == p.free[b] && a < b)
 }
 
-// check reports whether n packs (leaving the placement in p.on) and whether
-// the answer is proven (an exhaustive search may run out of budget).
+// check reports whether n packs and whether the answer is proven (an
+// exhaustive search may run out of budget). It leaves no placement when
+// the widths form a chain; place does.
 func (p *packer) check(n []int) (ok, proven bool) {
+	if p.m.chain {
+		p.checks++
+		return p.fits(n), true
+	}
+	return p.place(n)
+}
+
+// place is check, leaving the placement of a packable n in p.on (and the
+// free GPUs of each round in p.free).
+func (p *packer) place(n []int) (ok, proven bool) {
 	p.checks++
 	if p.greedy(n, false) < 0 {
 		return true, true
@@ -131,6 +184,71 @@ func (p *packer) check(n []int) (ok, proven bool) {
 		return false, true
 	}
 	return p.exact(n)
+}
+
+// fits reports whether greedy(n, false) would succeed, for widths that
+// form a chain, without placing the narrowest width's jobs: the wider jobs
+// are placed as greedy places them; then the narrowest jobs (greedy takes
+// them by rounds descending, each into the rounds with the most free
+// GPUs, i.e. the most free slots s_t = ⌊free_t/w⌋) fit iff the
+// Gale–Ryser condition holds: the k largest counts sum to at most
+// Σ_t min(s_t, k), for every k. (That greedy is Ryser's construction,
+// which succeeds exactly when the condition holds.)
+func (p *packer) fits(n []int) bool {
+	p.reset()
+	p.sortOrder(n)
+	last := len(p.order)
+	for last > 0 && p.m.jobs[p.order[last-1]].w == p.m.jobs[p.order[len(p.order)-1]].w {
+		last--
+	}
+	for _, c := range p.order[:last] {
+		if !p.take(c, n[c]) {
+			return false
+		}
+	}
+	rest := p.order[last:]
+	if len(rest) == 0 {
+		return true
+	}
+	w := p.m.jobs[rest[0]].w
+	slots := p.tmp[:0]
+	for _, f := range p.free {
+		slots = append(slots, f/w)
+	}
+	slices.Sort(slots)
+	slices.Reverse(slots)
+	p.tmp = slots
+	sum, phi, covered := 0, 0, len(slots) // covered: rounds with s_t ≥ k
+	for k, c := range rest {              // rest is by rounds descending
+		for covered > 0 && slots[covered-1] < k+1 {
+			covered--
+		}
+		sum += n[c]
+		phi += covered
+		if sum > phi {
+			return false
+		}
+	}
+	return true
+}
+
+// take puts job c into the k rounds with the most free GPUs (greedy's
+// step); false if fewer than k rounds have room for it.
+func (p *packer) take(c, k int) bool {
+	w := p.m.jobs[c].w
+	avail := 0
+	for avail < p.T && p.free[p.idx[avail]] >= w {
+		avail++
+	}
+	if avail < k {
+		return false
+	}
+	for _, t := range p.idx[:k] {
+		p.free[t] -= w
+		p.on[c*p.T+t] = true
+	}
+	p.resort(k)
+	return true
 }
 
 // exact decides packability by depth-first search over the jobs in greedy

@@ -86,3 +86,47 @@ func TestPack_GreedyCanFailOffChains(t *testing.T) {
 		t.Fatalf("{3,3},{2,2,2} packs, check says ok=%v proven=%v", ok, proven)
 	}
 }
+
+// TestPack_FitsAnswersAsTheGreedy checks the shortcut of check on chains:
+// the Gale–Ryser test for the narrowest width gives the greedy's answer,
+// on random chains (G not always a multiple of the widths) with loads near
+// the capacity, so that both answers occur.
+func TestPack_FitsAnswersAsTheGreedy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 9))
+	chains := [][]int{{1, 2, 4, 8}, {2, 4}, {1, 3, 6}, {1}, {4, 8, 16}}
+	yes, no := 0, 0
+	for trial := 0; trial < 20000; trial++ {
+		chain := chains[rng.IntN(len(chains))]
+		G, T, N := 1+rng.IntN(40), 1+rng.IntN(10), 1+rng.IntN(40)
+		var widths []int
+		for len(widths) < N {
+			if w := chain[rng.IntN(len(chain))]; w <= G {
+				widths = append(widths, w)
+			} else if chain[0] > G {
+				widths = append(widths, G)
+			}
+		}
+		load := 0.5 + rng.Float64()
+		n := make([]int, N)
+		for i := range n {
+			n[i] = min(T, int(load*float64(G*T)/float64(N*widths[i])*rng.Float64()*2))
+		}
+		m := packModel(G, T, widths)
+		if !m.chain {
+			continue
+		}
+		p := newPacker(m)
+		want := p.greedy(append([]int(nil), n...), false) < 0
+		if got := p.fits(n); got != want {
+			t.Fatalf("G=%d T=%d widths %v rounds %v: fits %v, greedy %v", G, T, widths, n, got, want)
+		}
+		if want {
+			yes++
+		} else {
+			no++
+		}
+	}
+	if yes < 100 || no < 100 {
+		t.Fatalf("degenerate sample: %d pack, %d do not", yes, no)
+	}
+}

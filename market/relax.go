@@ -1,5 +1,7 @@
 package market
 
+import "slices"
+
 // The class relaxation. Any allocation that packs into the rounds meets, for
 // every width class j (widest first), the cut
 //
@@ -32,7 +34,12 @@ type relaxer struct {
 	// current convolution
 	cur  int
 	prev []float64
-	res  int // residue r of S mod w
+	res  int       // residue r of S mod w
+	ext  []float64 // ext[o] = F_{j−1}(r + w·o), o = 0..qmax
+	plat []int     // plat[o]: the least o' with ext[o'] + c = ext[o] + c (see convolve)
+	mono bool      // ext[o] + c is nondecreasing in o
+	// plain turns the flat-range step of divide off (tests compare both).
+	plain bool
 }
 
 func newRelaxer(m *model) *relaxer {
@@ -152,6 +159,23 @@ func (x *relaxer) convolve(j int) {
 		}
 		x.res = r
 		qmax := (cl.cap - r) / cl.width
+		x.ext = slices.Grow(x.ext[:0], qmax+1)[:qmax+1]
+		x.plat = slices.Grow(x.plat[:0], qmax+1)[:qmax+1]
+		// The plateaus are those of the values divide compares where every
+		// optional job-round is taken, ext[o] + (fg + pre[last]), so that
+		// values equal after rounding share one.
+		c := x.fg[j] + x.pre[j][len(x.pre[j])-1]
+		x.mono = !x.plain
+		for o := range x.ext {
+			x.ext[o] = x.fprev(r + cl.width*o)
+			switch v := x.ext[o] + c; {
+			case o == 0 || v != x.ext[o-1]+c:
+				x.plat[o] = o
+				x.mono = x.mono && (o == 0 || v > x.ext[o-1]+c)
+			default:
+				x.plat[o] = x.plat[o-1]
+			}
+		}
 		x.divide(0, qmax, 0, qmax)
 	}
 }
@@ -166,9 +190,22 @@ func (x *relaxer) divide(q0, q1, o0, o1 int) {
 	w, f := cl.width, x.fc[x.cur]
 	q := (q0 + q1) / 2
 	best, bo := negInf, o0
-	for o := o0; o <= min(o1, q-f); o++ {
-		v := x.fprev(x.res+w*o) + x.h(x.cur, q-o)
-		if v > best {
+	fg, pre, ext := x.fg[x.cur], x.pre[x.cur], x.ext
+	last := len(pre) - 1
+	top := min(o1, q-f)
+	o := o0
+	if flat := min(q-f-last, top); x.mono && flat >= o0 {
+		// For o ≤ flat all optional job-rounds are taken, so H is its
+		// maximum and the value is ext[o] plus a constant: with those
+		// values nondecreasing, the first o of the scan below to reach
+		// their largest is where the plateau of flat's value starts.
+		s := max(o0, x.plat[flat])
+		best, bo = ext[s]+(fg+pre[last]), s
+		o = flat + 1
+	}
+	for ; o <= top; o++ {
+		// x.h(x.cur, q−o), inlined (q − o ≥ f here)
+		if v := ext[o] + (fg + pre[min(q-o-f, last)]); v > best {
 			best, bo = v, o
 		}
 	}

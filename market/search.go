@@ -37,7 +37,7 @@ type incumbent struct {
 }
 
 func newSearcher(m *model, set *Settings) *searcher {
-	s := &searcher{m: m, x: newRelaxer(m), pk: newPacker(m), tol: 1e-12 * max(1, m.uScale), gap: set.Gap,
+	s := &searcher{m: m, pk: newPacker(m), tol: 1e-12 * max(1, m.uScale), gap: set.Gap,
 		maxNodes: set.maxNodes(), bound: negInf}
 	if m.chain && m.in.G < 1<<16 {
 		s.sx = newStrongRelaxer(m)
@@ -197,6 +197,9 @@ func (s *searcher) relax(nd *node) bool {
 		s.sx = nil // too many profiles: keep to the class relaxation
 	}
 	nd.strong = false
+	if s.x == nil { // built on first use: a phase whose bounds never pack needs none
+		s.x = newRelaxer(s.m)
+	}
 	v, ok := s.x.solve(nd.lo, nd.hi, nd.n)
 	nd.bound = s.m.base + v
 	return ok
@@ -208,7 +211,7 @@ func (s *searcher) relax(nd *node) bool {
 // reports whether the node is a leaf (not split); nd.bound then bounds the
 // utility of its region.
 func (s *searcher) branch(nd *node, M float64, q *nodes) bool {
-	ok, proven := s.pk.check(nd.n)
+	ok, proven := s.pk.place(nd.n)
 	if !ok && proven && s.closedByRepair(nd, M) {
 		return true
 	}
@@ -219,7 +222,7 @@ func (s *searcher) branch(nd *node, M float64, q *nodes) bool {
 			nd.bound = negInf // no allocation in this region at all
 			return true
 		}
-		if ok, proven = s.pk.check(nd.n); !ok && proven && s.closedByRepair(nd, M) {
+		if ok, proven = s.pk.place(nd.n); !ok && proven && s.closedByRepair(nd, M) {
 			return true
 		}
 	}
@@ -290,7 +293,7 @@ func (s *searcher) repair(nd *node) {
 		}
 	}
 	b := slices.Clone(nd.lo)
-	if ok, _ := s.pk.check(b); ok {
+	if ok, _ := s.pk.place(b); ok {
 		s.fill(b, nd.hi)
 		if s.offer(b, s.pk.on) {
 			s.stats.Repairs++
@@ -385,15 +388,9 @@ func (s *searcher) balanceTwins() {
 	if !s.inc.ok {
 		return
 	}
-	groups := map[Job][]int{}
-	for c := range s.m.in.jobs {
-		j := s.m.in.jobs[c]
-		j.ID = ""
-		groups[j] = append(groups[j], c)
-	}
 	n, on, T := s.inc.n, s.inc.on, s.m.in.T
 	changed := false
-	for _, g := range groups {
+	for _, g := range twins(s.m.in.jobs) {
 		for len(g) > 1 {
 			hi := slices.MaxFunc(g, func(a, b int) int { return n[a] - n[b] })
 			lo := slices.MinFunc(g, func(a, b int) int { return n[a] - n[b] })
@@ -415,4 +412,51 @@ func (s *searcher) balanceTwins() {
 		s.inc.u, s.inc.mr = s.m.utilityOf(n), s.m.maxRemaining(n)
 		s.inc.val = s.inc.u - s.m.k*s.inc.mr
 	}
+}
+
+// twins returns the groups of jobs identical in every field but ID, each
+// in canonical order (a group of one job may occur after a hash collision;
+// balanceTwins leaves those alone). Jobs are bucketed by a hash of their
+// fields and compared field by field, so that the common case, no twins,
+// costs one small map entry per job.
+func twins(jobs []Job) [][]int {
+	same := func(a, b *Job) bool {
+		return a.Workers == b.Workers && a.Epochs == b.Epochs && a.Progress == b.Progress &&
+			a.EpochSeconds == b.EpochSeconds && a.Remaining == b.Remaining && a.FairFinish == b.FairFinish
+	}
+	first := make(map[uint64]int32, len(jobs)) // hash → first job with it
+	var groups [][]int
+	var extra map[uint64][]int // hash → groups indices of later distinct jobs
+	for c := range jobs {
+		j := &jobs[c]
+		h := uint64(j.Workers)
+		for _, v := range [...]float64{j.Epochs, j.Progress, j.EpochSeconds, j.Remaining, j.FairFinish} {
+			h = (h^math.Float64bits(v+0))*0x100000001b3 + 0x9e3779b97f4a7c15
+		}
+		f, seen := first[h]
+		if !seen {
+			first[h] = int32(c)
+			continue
+		}
+		if extra == nil {
+			extra = map[uint64][]int{}
+		}
+		if _, ok := extra[h]; !ok {
+			groups = append(groups, []int{int(f)})
+			extra[h] = []int{len(groups) - 1}
+		}
+		placed := false
+		for _, gi := range extra[h] {
+			if same(&jobs[groups[gi][0]], j) {
+				groups[gi] = append(groups[gi], c)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			groups = append(groups, []int{c})
+			extra[h] = append(extra[h], len(groups)-1)
+		}
+	}
+	return groups
 }

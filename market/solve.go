@@ -1,9 +1,6 @@
 package market
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // Solve solves one round's market (§4.5): it first solves the problem with
 // the finish-time-fairness constraints; if no allocation meets them it
@@ -88,12 +85,27 @@ func (in *instance) result(m *model, sr *searcher, relaxed, unproven bool, stats
 			r.Priorities[i] = in.prio[c]
 		}
 	}
-	for t, jobs := range arrange(in, m, n, sr.inc.on) {
-		r.Schedule[t] = make([]int, len(jobs))
-		for k, c := range jobs {
-			r.Schedule[t][k] = in.perm[c]
+	// Each round's jobs in ascending input order: walk the input order.
+	on := arrange(in, m, n, sr.inc.on)
+	count := make([]int, T)
+	for k, v := range on {
+		if v {
+			count[k%T]++
 		}
-		slices.Sort(r.Schedule[t])
+	}
+	for t := range r.Schedule {
+		r.Schedule[t] = make([]int, 0, count[t])
+	}
+	canon := make([]int, N)
+	for c, i := range in.perm {
+		canon[i] = c
+	}
+	for i, c := range canon {
+		for t, v := range on[c*T : (c+1)*T] {
+			if v {
+				r.Schedule[t] = append(r.Schedule[t], i)
+			}
+		}
 	}
 	if !relaxed {
 		r.RhoBound = in.ftfRho

@@ -49,7 +49,7 @@ func remainingTextbook(m *swMeta, p int) float64 {
 		s, k := 0.0, 0
 		for e, pb := range m.planned {
 			if pb == b {
-				s += m.dur[e]
+				s += m.durs()[e]
 				k++
 			}
 		}
@@ -100,10 +100,10 @@ func TestRemaining_IncrementalEqualsTheTextbookBitForBit(t *testing.T) {
 				return s
 			}
 			hi := min(m.epoch, E-1)
-			if got, want := m.epochSeconds(), sum(m.dur[:hi+1])/float64(hi+1); math.Float64bits(got) != math.Float64bits(want) {
+			if got, want := m.epochSeconds(), sum(m.durs()[:hi+1])/float64(hi+1); math.Float64bits(got) != math.Float64bits(want) {
 				t.Fatalf("trial %d step %d: epochSeconds %v, summed %v", trial, step, got, want)
 			}
-			if got, want := m.doneSeconds(), sum(m.dur[:min(m.epoch, E)]); math.Float64bits(got) != math.Float64bits(want) {
+			if got, want := m.doneSeconds(), sum(m.durs()[:min(m.epoch, E)]); math.Float64bits(got) != math.Float64bits(want) {
 				t.Fatalf("trial %d step %d: doneSeconds %v, summed %v", trial, step, got, want)
 			}
 		}

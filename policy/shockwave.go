@@ -24,7 +24,8 @@ type ShockwaveConfig struct {
 	// or InfoProfile (the original's declared schedules).
 	Info string `json:"info,omitempty"`
 	// Fairness is the rule for rounds whose FTF constraints at rhomax are
-	// infeasible: "tightest" (keep them at the tightest feasible bound) or
+	// infeasible: "tightest" (keep them at the tightest feasible bound, and
+	// the rounds of the jobs that would extend the makespan) or
 	// "relax" (the original's priority-weighted relaxation); package
 	// market, Fairness. Empty means tightest in online mode and relax in
 	// profile mode, the original's emulation.
@@ -117,6 +118,7 @@ type Shockwave struct {
 	t0        float64
 	started   bool
 	admitErrs []string // online admissions refused (the job is planned from swDefault)
+	terse     bool     // Plan.Explain left empty (SetExplain)
 }
 
 // NewShockwave returns the policy with cfg (validated).

@@ -17,9 +17,9 @@ const (
 type swMeta struct {
 	epochs  int       // E
 	workers int       // w
-	planned []int     // P[e], planned batch size per epoch
+	planned []int     // P[e], planned batch size per epoch (read-only: may be the Job's)
 	pre     []float64 // D^pre[e], preprofiled epoch durations (whole seconds, ≥ 1)
-	dur     []float64 // D[e], the calibrated working copy
+	dur     []float64 // D[e], the calibrated working copy; nil while it is pre (durs)
 	dataset int       // S
 	epoch   int       // c, completed epochs
 	submit  float64
@@ -56,16 +56,19 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 	if len(planned) == 0 || len(secs) != len(planned) {
 		planned, secs = constantSchedule(j)
 	}
+	// planned shares the declared schedule's array instead of copying it:
+	// a snapshot's jobs are read-only to policies, and the Core replaces a
+	// job's schedule, never writes into one. At 9,000 jobs of ~1,000
+	// epochs a copy is 70 MB.
 	m := &swMeta{
-		epochs: len(planned), workers: j.Workers, planned: slices.Clone(planned),
+		epochs: len(planned), workers: j.Workers, planned: slices.Clip(planned),
 		dataset: j.DatasetSize, submit: submit,
 	}
 	m.pre = make([]float64, len(secs))
 	for e, d := range secs {
 		m.pre[e] = math.Max(1, math.RoundToEven(d))
 	}
-	m.dur = slices.Clone(m.pre)
-	m.modes = slices.Compact(slices.Sorted(slices.Values(planned)))
+	m.modes = distinct(planned)
 	m.alpha = make([]float64, len(m.modes))
 	for k := range m.modes {
 		m.alpha[k] = float64(m.epochs) / float64(len(m.modes))
@@ -106,6 +109,31 @@ func constantSchedule(j *Job) ([]int, []float64) {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
+// distinct returns the distinct values of xs, sorted, in a slice of their
+// own size (a job's schedule has thousands of epochs and a few modes).
+func distinct(xs []int) []int {
+	var out []int
+	for _, x := range xs {
+		if len(out) > 0 && out[len(out)-1] == x {
+			continue // the common case: a run of epochs at one batch size
+		}
+		if i, found := slices.BinarySearch(out, x); !found {
+			out = slices.Insert(out, i, x)
+		}
+	}
+	return slices.Clip(out)
+}
+
+// durs is D, the calibrated epoch durations: pre until calibrate first
+// rescales them, so that a job that never needs calibrating keeps one
+// copy of its schedule's durations, not two.
+func (m *swMeta) durs() []float64 {
+	if m.dur == nil {
+		return m.pre
+	}
+	return m.dur
+}
+
 // calibrate rescales the working epoch durations when the measured samples
 // deviate from the preprofiled ones by more than 40 % (spec §4.2).
 func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
@@ -131,10 +159,13 @@ func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
 		e = m.epochs - 1
 	}
 	if tau-acc > 0 {
-		pre += float64(m.dataset) * (tau - acc) / m.dur[e]
+		pre += float64(m.dataset) * (tau - acc) / m.durs()[e]
 	}
 	if meas <= 0 || pre <= 0 || math.Abs(meas-pre)/pre <= swCalibrationSlack {
 		return
+	}
+	if m.dur == nil {
+		m.dur = make([]float64, len(m.pre))
 	}
 	for i := range m.dur {
 		m.dur[i] = m.pre[i] * (pre / meas)
@@ -243,9 +274,10 @@ func (m *swMeta) cacheMeans() {
 // modeMean is the mean calibrated duration of the epochs planned at b.
 func (m *swMeta) modeMean(b int) float64 {
 	s, k := 0.0, 0
+	dur := m.durs()
 	for e, pb := range m.planned {
 		if pb == b {
-			s += m.dur[e]
+			s += dur[e]
 			k++
 		}
 	}
@@ -259,12 +291,12 @@ func (m *swMeta) modeMean(b int) float64 {
 // duration of epochs 0..c (spec §4.3).
 func (m *swMeta) epochSeconds() float64 {
 	hi := min(m.epoch, m.epochs-1)
-	return m.upTo.of(m.dur, hi+1) / float64(hi+1)
+	return m.upTo.of(m.durs(), hi+1) / float64(hi+1)
 }
 
 // doneSeconds is Σ_{e<c} D[e].
 func (m *swMeta) doneSeconds() float64 {
-	return m.done.of(m.dur, min(m.epoch, m.epochs))
+	return m.done.of(m.durs(), min(m.epoch, m.epochs))
 }
 
 // target is the momentum-averaged fair-share finish time F at round r

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -65,11 +67,11 @@ func TestCalibrate_OnlyBeyondFortyPercentDeviation(t *testing.T) {
 	// S = 1000 samples per epoch of 100 s at bs 10 → 1 step/s = 10 samples/s.
 	m := metaFor([]int{10, 10, 10, 10}, []float64{100, 100, 100, 100})
 	m.calibrate([]Measurement{{Round: 1, Throughput: 1.2, BatchSize: 10}}, 100)
-	if m.dur[0] != 100 {
+	if m.durs()[0] != 100 {
 		t.Fatalf("20 %% faster than planned recalibrated: %v", m.dur)
 	}
 	m.calibrate([]Measurement{{Round: 1, Throughput: 2, BatchSize: 10}}, 100)
-	if !near(m.dur[0], 50) || !near(m.dur[3], 50) {
+	if !near(m.durs()[0], 50) || !near(m.durs()[3], 50) {
 		t.Fatalf("2× faster than planned: durations %v, want 50 each", m.dur)
 	}
 }
@@ -81,5 +83,28 @@ func TestConstantSchedule_WithoutAProfileEpochsComeFromTheSteps(t *testing.T) {
 	p, s := constantSchedule(j)
 	if len(p) != 4 || !near(s[0], 5) {
 		t.Fatalf("schedule %v %v, want 4 epochs of 5 s", p, s)
+	}
+}
+
+// TestDistinct_IsTheSortedCompactedScheduleInItsOwnSmallArray: the modes
+// of a schedule are its sorted distinct batch sizes, held in an array of
+// their own size (not the schedule's: thousands of epochs, a few modes).
+func TestDistinct_IsTheSortedCompactedScheduleInItsOwnSmallArray(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 16))
+	for range 300 {
+		xs := make([]int, rng.IntN(3000))
+		for i := range xs {
+			switch {
+			case i > 0 && rng.IntN(10) > 0:
+				xs[i] = xs[i-1] // runs, as schedules have
+			default:
+				xs[i] = 16 << rng.IntN(5)
+			}
+		}
+		want := slices.Compact(slices.Sorted(slices.Values(xs)))
+		got := distinct(xs)
+		if !slices.Equal(got, want) || cap(got) != len(got) {
+			t.Fatalf("distinct: %v (cap %d), want %v", got, cap(got), want)
+		}
 	}
 }

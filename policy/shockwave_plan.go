@@ -60,7 +60,9 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 		}
 	}
 	s.prevList = plan.Run
-	plan.Explain = s.explain(snap, plan.Run)
+	if !s.terse {
+		plan.Explain = s.explain(snap, plan.Run)
+	}
 	if r := s.lastResult; r != nil && plan.Solved {
 		plan.Note = fmt.Sprintf("market %s: objective %.6g, bound %.6g, gap %.2g, price %.4g", r.Status, r.Objective, r.Bound, r.Gap, r.Price)
 		if !r.Relaxed {
@@ -103,7 +105,9 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 	est := make(map[string]swEstimate, n)
 	for _, j := range snap.Jobs {
 		if m := s.meta[j.ID]; m != nil {
-			m.calibrate(j.Measurements, snap.RoundSeconds)
+			if s.online == nil || !s.terse { // online, the profile is a shadow kept to explain
+				m.calibrate(j.Measurements, snap.RoundSeconds)
+			}
 			ids = append(ids, j.ID)
 			est[j.ID] = s.estimate(j, m)
 		}
@@ -191,6 +195,15 @@ func (s *Shockwave) fill(prob market.Problem, list []int) []string {
 	}
 	return out
 }
+
+// SetExplain turns the per-job explanations of every Plan (Plan.Explain:
+// forecast, band, target, planned rounds, reason) on, the default, or
+// off. A caller that reads none, such as the simulator when it samples no
+// forecasts and shows no plans, turns them off: building them costs a
+// profile estimate per job per round. Off, in online mode, the declared
+// schedule that only explanations read (the profile shadow) is not
+// calibrated either. Decisions are the same either way.
+func (s *Shockwave) SetExplain(on bool) { s.terse = !on }
 
 // explain reports, per active job, its forecast, target and plan.
 func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {

@@ -234,7 +234,7 @@ func (m *swMeta) append(e *wire.Encoder) {
 	e.Int(m.workers)
 	e.Ints(m.planned)
 	e.F64s(m.pre)
-	e.F64s(m.dur)
+	e.F64s(m.durs())
 	e.Int(m.dataset)
 	e.Int(m.epoch)
 	e.F64(m.submit)

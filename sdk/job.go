@@ -193,6 +193,12 @@ func (j *Job) connect() error {
 	if o.tlsCA != "" {
 		opts = append(opts, nats.RootCAs(o.tlsCA))
 	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return fmt.Errorf("%w: job %s: %s and %s go together (one of them is empty)", ErrRegister, j.id, EnvTLSCert, EnvTLSKey)
+	}
+	if o.tlsCert != "" {
+		opts = append(opts, nats.ClientCert(o.tlsCert, o.tlsKey))
+	}
 	opts = append(opts, o.natsOpts...)
 	nc, err := nats.Connect(o.url, opts...)
 	if err != nil {

@@ -24,6 +24,10 @@ const (
 	EnvJob   = "SHOCKWAVE_JOB_ID"    // job id
 	EnvExit  = "SHOCKWAVE_EXIT_MODE" // "1": ExitOnSuspend
 	EnvTLSCA = "SHOCKWAVE_TLS_CA"    // CA file (PEM) of the coordinator's TLS certificate
+	// EnvTLSCert and EnvTLSKey are the job's client certificate and key
+	// (PEM), for a NATS server that requires client certificates.
+	EnvTLSCert = "SHOCKWAVE_TLS_CERT"
+	EnvTLSKey  = "SHOCKWAVE_TLS_KEY"
 )
 
 // Option configures Register. Options return an error for a bad value, so
@@ -41,6 +45,7 @@ type options struct {
 	url, creds, token string
 	natsOpts          []nats.Option
 	tlsCA             string
+	tlsCert, tlsKey   string
 	prefix            string
 
 	job, name, model, mode string
@@ -125,6 +130,22 @@ func WithTLSCA(file string) Option {
 			return errors.New("WithTLSCA: empty file name")
 		}
 		o.tlsCA = file
+		return nil
+	}
+}
+
+// WithTLSClientCert presents the client certificate in certFile with its
+// key in keyFile (PEM; default $SHOCKWAVE_TLS_CERT and $SHOCKWAVE_TLS_KEY)
+// to a NATS server that requires client certificates (the coordinator's
+// --tls-ca with --tls-cert, or an external cluster with TLS verify on).
+// Combine it with WithTLSCA unless the server's certificate chains to the
+// system roots.
+func WithTLSClientCert(certFile, keyFile string) Option {
+	return func(o *options) error {
+		if certFile == "" || keyFile == "" {
+			return errors.New("WithTLSClientCert: the certificate and the key file are both needed")
+		}
+		o.tlsCert, o.tlsKey = certFile, keyFile
 		return nil
 	}
 }
@@ -426,6 +447,9 @@ func (o *options) defaults() {
 	o.creds = cmpOr(o.creds, os.Getenv(EnvCreds))
 	o.token = cmpOr(o.token, os.Getenv(EnvToken))
 	o.tlsCA = cmpOr(o.tlsCA, os.Getenv(EnvTLSCA))
+	if o.tlsCert == "" && o.tlsKey == "" {
+		o.tlsCert, o.tlsKey = os.Getenv(EnvTLSCert), os.Getenv(EnvTLSKey)
+	}
 	o.prefix = cmpOr(o.prefix, protocol.DefaultPrefix)
 	if !o.exitMode && os.Getenv(EnvExit) == "1" {
 		o.exitMode = true

@@ -134,7 +134,9 @@ func (r *run) themisFactor(j *simJob) float64 {
 }
 
 // envy is the distribution of |r_i − r_j| over job pairs, where r_i is the
-// fraction of a job's active rounds in which it ran (spec §6).
+// fraction of a job's active rounds in which it ran (spec §6): its
+// percentiles and maximum, as if the n(n−1)/2 differences were listed and
+// sorted, without listing them (pairDiffs).
 func (r *run) envy() {
 	share := make([]float64, 0, len(r.jobs))
 	for _, j := range r.jobs {
@@ -142,29 +144,78 @@ func (r *run) envy() {
 			share = append(share, float64(j.scheduled)/float64(t))
 		}
 	}
-	var diffs []float64
-	for i := range share {
-		for k := i + 1; k < len(share); k++ {
-			diffs = append(diffs, math.Abs(share[i]-share[k]))
-		}
-	}
-	if len(diffs) == 0 {
+	d := newPairDiffs(share)
+	if d.n == 0 {
 		return
 	}
-	slices.Sort(diffs)
 	res := r.res
-	res.EnvyP50, res.EnvyP90, res.EnvyP99 = percentile(diffs, 50), percentile(diffs, 90), percentile(diffs, 99)
-	res.EnvyMax = diffs[len(diffs)-1]
+	res.EnvyP50, res.EnvyP90, res.EnvyP99 = percentileAt(d.n, 50, d.at), percentileAt(d.n, 90, d.at), percentileAt(d.n, 99, d.at)
+	res.EnvyMax = d.at(d.n - 1)
+}
+
+// pairDiffs is the sorted list of |s_i − s_k| over pairs i < k of a set of
+// non-negative finite values, read by rank without being built: n values
+// take O(n) memory instead of O(n²), and one rank O(n·64) time.
+//
+// With s sorted, the pair difference fl(s_k − s_i), i < k, rises with k
+// and falls with i (IEEE subtraction is correctly rounded, hence
+// monotone), and fl(s_k − s_i) = |fl(s_i − s_k)| (rounding is symmetric),
+// so the differences are exactly the values the list holds. The rank-r
+// value is the least d with more than r differences ≤ d; counting them is
+// one two-pointer pass, and d is bisected over the bit patterns of
+// non-negative float64s, which order like the values. The answer is one
+// of the differences, bit for bit.
+type pairDiffs struct {
+	s []float64 // sorted
+	n int       // pairs
+}
+
+func newPairDiffs(share []float64) pairDiffs {
+	s := slices.Clone(share)
+	slices.Sort(s)
+	return pairDiffs{s: s, n: len(s) * (len(s) - 1) / 2}
+}
+
+// atMost counts the pairs whose difference is at most d.
+func (p pairDiffs) atMost(d float64) int {
+	count, lo := 0, 0
+	for k, x := range p.s {
+		for x-p.s[lo] > d {
+			lo++
+		}
+		count += k - lo
+	}
+	return count
+}
+
+// at returns the difference of rank r (0-based) in ascending order.
+func (p pairDiffs) at(r int) float64 {
+	lo, hi := uint64(0), math.Float64bits(p.s[len(p.s)-1]-p.s[0])
+	for lo < hi { // the least bit pattern whose value has more than r pairs at or below it
+		mid := lo + (hi-lo)/2
+		if p.atMost(math.Float64frombits(mid)) > r {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return math.Float64frombits(lo)
 }
 
 // percentile interpolates linearly between the closest ranks of sorted xs.
 func percentile(xs []float64, p float64) float64 {
-	pos := p / 100 * float64(len(xs)-1)
+	return percentileAt(len(xs), p, func(i int) float64 { return xs[i] })
+}
+
+// percentileAt is percentile over a sorted list of n values read by rank.
+func percentileAt(n int, p float64, at func(int) float64) float64 {
+	pos := p / 100 * float64(n-1)
 	lo := int(math.Floor(pos))
-	if lo+1 >= len(xs) {
-		return xs[len(xs)-1]
+	if lo+1 >= n {
+		return at(n - 1)
 	}
-	return xs[lo] + (pos-float64(lo))*(xs[lo+1]-xs[lo])
+	x := at(lo)
+	return x + (pos-float64(lo))*(at(lo+1)-x)
 }
 
 func mean(xs []float64) float64 {

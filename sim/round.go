@@ -137,7 +137,10 @@ func (r *run) admit() error {
 	for r.next < len(r.jobs) && r.cfg.Jobs[r.next].Arrival <= r.now {
 		j := r.jobs[r.next]
 		r.next++
-		reg := j.register()
+		reg, err := j.register(r.cfg.Throughputs)
+		if err != nil {
+			return fmt.Errorf("sim: job %s: %w", j.id, err)
+		}
 		if err := r.core.Register(r.now, &reg); err != nil {
 			return fmt.Errorf("sim: job %s: %w", j.id, err)
 		}
@@ -151,15 +154,22 @@ func (r *run) admit() error {
 
 // register is what the job's SDK would announce: its shape, its isolated
 // throughput, its expected isolated run time and its planned schedule.
-func (j *simJob) register() protocol.Register {
+// The schedule is built here, not kept from newSimJob (which built it
+// once already to check it): the Core copies it, and thousands of jobs
+// would otherwise hold a second copy of every epoch for the whole run.
+func (j *simJob) register(thr *workload.Throughputs) (protocol.Register, error) {
 	sp := j.spec
+	prof, err := workload.NewProfile(sp, thr)
+	if err != nil {
+		return protocol.Register{}, err
+	}
 	return protocol.Register{
 		V: protocol.Version, Job: j.id, Name: sp.JobType, Model: sp.Model, Mode: string(sp.Mode),
 		Workers: sp.ScaleFactor, BatchSize: sp.BatchSize, DatasetSize: workload.DatasetSize(sp.Model),
 		TotalSteps: sp.TotalSteps, Priority: sp.PriorityWeight, Throughput: j.thr0, // nominal: a job cannot know its draws
-		SubmitTime: sp.Arrival, IsolatedSeconds: j.prof.IsolatedSeconds,
-		Schedule: &protocol.Schedule{BatchSizes: j.prof.BatchSizes, EpochSeconds: j.prof.EpochSeconds},
-	}
+		SubmitTime: sp.Arrival, IsolatedSeconds: prof.IsolatedSeconds,
+		Schedule: &protocol.Schedule{BatchSizes: prof.BatchSizes, EpochSeconds: prof.EpochSeconds},
+	}, nil
 }
 
 // schedule ticks the Core and dispatches the micro-tasks of its RUN leases

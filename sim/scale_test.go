@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -38,7 +39,8 @@ import (
 // are 320 nodes of 8 (SHOCKWAVE_SCALE_NODE=K: nodes of K GPUs at every size).
 // SHOCKWAVE_SCALE_PROFILE=DIR (made if missing; relative to the package
 // directory, where go test runs) writes each child's CPU and allocation profiles
-// (DIR/cpu-<jobs>-<info>.pprof, DIR/mem-<jobs>-<info>.pprof).
+// (DIR/cpu-<jobs>-<info>.pprof, DIR/mem-<jobs>-<info>.pprof) and a heap
+// profile taken near the peak of its live heap (DIR/heap-<jobs>-<info>.pprof).
 
 // gap900 is the mean inter-arrival time of the 900-job, 256-GPU trace:
 // its last job arrives at 4,400 s, after 899 gaps.
@@ -70,6 +72,7 @@ func scaleSizes(t *testing.T, v string) []scaleSize {
 // scaleRun is what a child reports.
 type scaleRun struct {
 	WallS  float64   `json:"wall_s"`
+	SimCPU float64   `json:"sim_cpu_s"` // the process's CPU during sim.Run, the hook's taken out
 	Rounds int       `json:"rounds"`
 	Solves []float64 `json:"solves_ms"`
 	MaxRSS int64     `json:"-"` // KiB, from the parent's rusage of the child
@@ -81,7 +84,7 @@ func TestScale_Table(t *testing.T) {
 	if v == "" {
 		t.Skip("set SHOCKWAVE_SCALE=1 (or a list like 900x256,1800x512) to run the scaling benchmark")
 	}
-	t.Logf("| jobs / GPUs (cluster) | arrival gap | online sim wall (child CPU) | profile sim wall (child CPU) | peak RSS online / profile | solve p50 / p99 / max (online) | rounds |")
+	t.Logf("| jobs / GPUs (cluster) | arrival gap | online sim wall / sim CPU (child CPU) | profile sim wall / sim CPU (child CPU) | peak RSS online / profile | solve p50 / p99 / max (online) | rounds |")
 	t.Logf("|---|---|---|---|---|---|---|")
 	for _, s := range scaleSizes(t, v) {
 		on := scaleChild(t, s, policy.InfoOnline)
@@ -98,8 +101,9 @@ func TestScale_Table(t *testing.T) {
 		if c := scaleCluster(s.gpus); len(c.Nodes) > 0 {
 			cl = c.String()
 		}
-		t.Logf("| %d / %d (%s) | %.3f s | %.1f s (%.1f s) | %.1f s (%.1f s) | %d / %d MiB | %.1f / %.1f / %.1f ms | %d |",
-			s.jobs, s.gpus, cl, scaleGap(s.gpus), on.WallS, on.CPUS, pr.WallS, pr.CPUS, on.MaxRSS>>10, pr.MaxRSS>>10, q(0.5), q(0.99), q(1), on.Rounds)
+		t.Logf("| %d / %d (%s) | %.3f s | %.1f s / %.1f s (%.1f s) | %.1f s / %.1f s (%.1f s) | %d / %d MiB | %.1f / %.1f / %.1f ms | %d |",
+			s.jobs, s.gpus, cl, scaleGap(s.gpus), on.WallS, on.SimCPU, on.CPUS, pr.WallS, pr.SimCPU, pr.CPUS,
+			on.MaxRSS>>10, pr.MaxRSS>>10, q(0.5), q(0.99), q(1), on.Rounds)
 	}
 }
 
@@ -156,10 +160,11 @@ func TestScale_Child(t *testing.T) {
 	sw.Info = info
 	cfg.Options.Config = sw
 	var solves []float64
-	var hook time.Duration
+	var hook, hookCPU time.Duration
 	if info == policy.InfoOnline {
 		cfg.Options.OnSolve = func(in *market.Instance) {
-			start := time.Now()
+			start, c0 := time.Now(), processCPU()
+			defer func() { hookCPU += processCPU() - c0 }()
 			p, st, err := in.Problem()
 			if err != nil {
 				t.Fatal(err)
@@ -172,16 +177,33 @@ func TestScale_Child(t *testing.T) {
 			hook += time.Since(start)
 		}
 	}
-	stop := scaleProfile(t, fmt.Sprintf("%d-%s", jobsN, info))
-	start := time.Now()
+	stop, peak := scaleProfile(t, fmt.Sprintf("%d-%s", jobsN, info))
+	switch {
+	case peak == nil:
+	case cfg.Options.OnSolve == nil:
+		cfg.Options.OnSolve = func(*market.Instance) { peak() }
+	default:
+		timed := cfg.Options.OnSolve
+		cfg.Options.OnSolve = func(in *market.Instance) { timed(in); peak() }
+	}
+	start, c0 := time.Now(), processCPU()
 	res, err := sim.Run(cfg)
-	wall := time.Since(start) - hook
+	wall, cpu := time.Since(start)-hook, processCPU()-c0-hookCPU
 	stop()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := json.Marshal(scaleRun{WallS: wall.Seconds(), Rounds: res.Rounds, Solves: solves})
+	out, _ := json.Marshal(scaleRun{WallS: wall.Seconds(), SimCPU: cpu.Seconds(), Rounds: res.Rounds, Solves: solves})
 	fmt.Printf("SCALE %s\n", out)
+}
+
+// processCPU is the user and system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // maxFlat is the most GPUs of the flat pool (one node; package topology's
@@ -205,11 +227,16 @@ func scaleCluster(gpus int) topology.Cluster {
 }
 
 // scaleProfile starts a CPU profile when SHOCKWAVE_SCALE_PROFILE names a
-// directory; the returned function stops it and writes a heap profile.
-func scaleProfile(t *testing.T, name string) func() {
+// directory (else it returns a no-op stop and a nil peak); the returned stop function stops it and writes the
+// allocation profile. The returned peak function, called at every solve,
+// writes a heap profile (heap-<name>.pprof) whenever the live heap
+// measured after the last collection grew by a tenth over the largest
+// written: the heap near its peak, where the allocation profile's
+// in-use figures are those at the end of the run.
+func scaleProfile(t *testing.T, name string) (stop, peak func()) {
 	dir := os.Getenv("SHOCKWAVE_SCALE_PROFILE")
 	if dir == "" {
-		return func() {}
+		return func() {}, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -221,18 +248,31 @@ func scaleProfile(t *testing.T, name string) func() {
 	if err := pprof.StartCPUProfile(cpu); err != nil {
 		t.Fatal(err)
 	}
-	return func() {
-		pprof.StopCPUProfile()
-		cpu.Close()
-		mem, err := os.Create(filepath.Join(dir, "mem-"+name+".pprof"))
+	write := func(kind string) {
+		f, err := os.Create(filepath.Join(dir, kind+"-"+name+".pprof"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer mem.Close()
-		if err := pprof.Lookup("allocs").WriteTo(mem, 0); err != nil {
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	var written uint64
+	peak = func() {
+		metrics.Read(live)
+		if v := live[0].Value.Uint64(); v > written+written/10 {
+			written = v
+			write("heap")
+		}
+	}
+	stop = func() {
+		pprof.StopCPUProfile()
+		cpu.Close()
+		write("mem")
+	}
+	return stop, peak
 }
 
 // TestScale_GapMatchesThe900JobTrace: the benchmark's arrival gap at 256

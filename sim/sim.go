@@ -52,11 +52,14 @@ type Config struct {
 	RecordProfiles bool
 }
 
+// explainer is a policy whose per-job plan explanations can be turned
+// off (policy.Shockwave); the metrics never read them.
+type explainer interface{ SetExplain(on bool) }
+
 type simJob struct {
 	spec    workload.Spec
 	id      string
 	st      *workload.State
-	prof    workload.Profile
 	seq     uint64
 	started bool // registered with the Core
 	ended   bool
@@ -133,6 +136,9 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e, ok := pol.(explainer); ok && !cfg.Forecasts && cfg.OnPlan == nil {
+		e.SetExplain(false) // no one reads the plans' per-job explanations
+	}
 	core, err := coordinator.NewCore(coordinator.Config{GPUs: cfg.GPUs, Cluster: cfg.Cluster, RoundSeconds: cfg.RoundSeconds}, pol)
 	if err != nil {
 		return nil, err
@@ -174,7 +180,7 @@ func newSimJob(sp workload.Spec, thr *workload.Throughputs, noise workload.Noise
 	if err != nil {
 		return nil, err
 	}
-	j := &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, prof: prof, admitRound: -1, endRound: -1,
+	j := &simJob{spec: sp, id: strconv.Itoa(sp.ID), st: st, admitRound: -1, endRound: -1,
 		iso: prof.IsolatedSeconds, thr0: st.Throughput}
 	if err := j.realize(noise, thr); err != nil {
 		return nil, err

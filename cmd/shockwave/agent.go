@@ -31,6 +31,7 @@ func init() {
 type clientFlags struct {
 	url, creds, token, prefix string
 	timeout                   time.Duration
+	tls                       tlsFlags
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
@@ -39,6 +40,7 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.token, "token", "", "shared token (--auth token; default $SHOCKWAVE_TOKEN)")
 	fs.StringVar(&c.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for the coordinator")
+	c.tls.register(fs)
 }
 
 func (c *clientFlags) connect(name string, extra ...nats.Option) (*nats.Conn, protocol.Subjects, error) {
@@ -49,7 +51,11 @@ func (c *clientFlags) connect(name string, extra ...nats.Option) (*nats.Conn, pr
 	if c.token == "" {
 		c.token = os.Getenv("SHOCKWAVE_TOKEN")
 	}
-	opts := []nats.Option{nats.Name(name), nats.Timeout(c.timeout)}
+	opts, err := c.tls.options()
+	if err != nil {
+		return nil, subj, err
+	}
+	opts = append(opts, nats.Name(name), nats.Timeout(c.timeout))
 	if c.creds != "" {
 		opts = append(opts, nats.UserCredentials(c.creds))
 	}
@@ -73,6 +79,8 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	addr := fs.String("addr", "", "host other nodes reach this one at, for multi-node jobs (default: the node name)")
 	workDir := fs.String("work-dir", "./shockwave-work", "shared `DIR` of job checkpoints and output (the same on every node)")
 	jobURL := fs.String("job-nats-url", "", "NATS address given to jobs (default: --nats-url)")
+	jobCert := fs.String("job-tls-cert", "", "client certificate `FILE` (PEM) given to jobs, for a coordinator with mutual TLS (jobs are also given --tls-ca)")
+	jobKey := fs.String("job-tls-key", "", "private key `FILE` of --job-tls-cert (PEM)")
 	heartbeat := fs.Duration("heartbeat", agent.DefaultHeartbeat, "time between heartbeats")
 	expiryGrace := fs.Duration("expiry-grace", agent.DefaultExpiryGrace, "time past a grant's expiry before SIGTERM")
 	killGrace := fs.Duration("kill-grace", agent.DefaultKillGrace, "time from SIGTERM to SIGKILL")
@@ -104,6 +112,21 @@ func runAgent(args []string, _, stderr io.Writer) error {
 			log.Warn().Msg("no nvidia-smi: one fake GPU (set --gpus)")
 		}
 	}
+	jobTLS := tlsFlags{ca: c.tls.ca, cert: *jobCert, key: *jobKey}
+	if (jobTLS.cert == "") != (jobTLS.key == "") {
+		return badInput("--job-tls-cert and --job-tls-key go together")
+	}
+	for _, p := range []*string{&jobTLS.ca, &jobTLS.cert, &jobTLS.key} {
+		if *p == "" {
+			continue
+		}
+		if _, err := os.Stat(*p); err != nil {
+			return badInput("%v (a TLS file given to jobs)", err)
+		}
+		if *p, err = filepath.Abs(*p); err != nil {
+			return badInput("%v", err)
+		}
+	}
 	var extra []nats.Option
 	subj, err := protocol.NewSubjects(c.prefix)
 	if err != nil {
@@ -128,6 +151,7 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	}
 	a, err := agent.New(agent.Config{Node: *node, GPUs: n, Type: *gpuType, Addr: *addr, Conn: nc, Prefix: c.prefix,
 		URL: url, Token: c.token, FetchCreds: c.creds != "", WorkDir: dir, Heartbeat: *heartbeat,
+		TLSCA: jobTLS.ca, TLSCert: jobTLS.cert, TLSKey: jobTLS.key,
 		ExpiryGrace: *expiryGrace, KillGrace: *killGrace, Logger: &log})
 	if err != nil {
 		return usageError{err}

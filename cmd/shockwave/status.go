@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -26,7 +25,8 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	creds := fs.String("creds", "", "credentials `FILE` (shockwave creds issue --admin)")
 	token := fs.String("token", "", "admin token (the coordinator's DATA-DIR/auth/admin.secret in none and token mode)")
 	tokenFile := fs.String("token-file", "", "read the admin token from `FILE` (e.g. DATA-DIR/auth/admin.secret)")
-	tlsCA := fs.String("tls-ca", "", "trust the coordinator's TLS certificate signed by this CA `FILE` (PEM)")
+	var tls tlsFlags
+	tls.register(fs)
 	prefix := fs.String("prefix", protocol.DefaultPrefix, "subject prefix")
 	job := fs.String("job", "", "show only this job")
 	format := fs.String("format", "table", "output format: table or json")
@@ -53,8 +53,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 		*token = strings.TrimSpace(string(raw))
 	}
-	opts := []nats.Option{nats.Name("shockwave-status"), nats.Timeout(*timeout)}
-	opts = append(opts, coordinator.ClientTLSOptions(*tlsCA, "", "")...)
+	opts, err := tls.options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, nats.Name("shockwave-status"), nats.Timeout(*timeout))
 	if *creds != "" {
 		opts = append(opts, nats.UserCredentials(*creds))
 	}

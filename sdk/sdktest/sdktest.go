@@ -34,6 +34,12 @@ type Config struct {
 	// every round). Snapshots compact the log, so a test that reads the
 	// events the log stored sets it beyond the test's length.
 	SnapshotRounds int
+	// TLS, when set, makes the server speak TLS only (with TLS.CA, it
+	// also requires client certificates signed by that CA); ClientTLS
+	// are the options of Client's connections then (e.g.
+	// coordinator.ClientTLSOptions).
+	TLS       *coordinator.TLSFiles
+	ClientTLS []nats.Option
 	// PolicyOptions configures the policy (e.g. Tiresias' thresholds).
 	PolicyOptions policy.Options
 }
@@ -80,7 +86,7 @@ func (c *Coordinator) Up() {
 	var err error
 	for attempt := 0; ; attempt++ {
 		c.emb, err = coordinator.StartEmbedded(coordinator.EmbeddedConfig{
-			Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)), DataDir: c.dir})
+			Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)), DataDir: c.dir, TLS: c.cfg.TLS})
 		if err == nil || attempt == 50 {
 			break
 		}
@@ -129,7 +135,7 @@ func (c *Coordinator) Client() *nats.Conn {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	nc, err := nats.Connect(c.URL(), opts...)
+	nc, err := nats.Connect(c.URL(), append(opts, c.cfg.ClientTLS...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -142,7 +148,7 @@ func (c *Coordinator) Client() *nats.Conn {
 // act as a job or a process holding a job's credentials.
 func (c *Coordinator) JobClient() *nats.Conn {
 	c.t.Helper()
-	nc, err := nats.Connect(c.URL())
+	nc, err := nats.Connect(c.URL(), c.cfg.ClientTLS...)
 	if err != nil {
 		c.t.Fatal(err)
 	}

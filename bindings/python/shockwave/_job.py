@@ -81,6 +81,9 @@ class Job:
     token, creds, prefix: authentication and subject prefix.
     tls_ca: CA file (PEM) that signed the coordinator's TLS certificate
         (default $SHOCKWAVE_TLS_CA).
+    tls_cert, tls_key: the job's client certificate and key (PEM), for a
+        server that requires client certificates; both or neither (default
+        $SHOCKWAVE_TLS_CERT and $SHOCKWAVE_TLS_KEY).
     workers: GPUs per round (default 1).
     adaptation: "static", "gns" or "accordion".
     schedule: planned batch size per epoch (a list of ints), or a dict with
@@ -126,6 +129,8 @@ class Job:
         token: Optional[str] = None,
         creds: Optional[str] = None,
         tls_ca: Optional[str] = None,
+        tls_cert: Optional[str] = None,
+        tls_key: Optional[str] = None,
         prefix: Optional[str] = None,
         workers: Optional[int] = None,
         adaptation: Optional[str] = None,
@@ -171,6 +176,8 @@ class Job:
             "token": token,
             "creds": creds,
             "tls_ca": tls_ca,
+            "tls_cert": tls_cert,
+            "tls_key": tls_key,
             "prefix": prefix,
             "workers": workers,
             "adaptation": adaptation,

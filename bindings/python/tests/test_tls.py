@@ -33,6 +33,16 @@ def make_server_cert(d: str, ca: str) -> None:
              "-out", "server.crt", "-days", "1", "-extfile", "ext.cnf", cwd=d)
 
 
+def make_client_cert(d: str, ca: str, name: str) -> None:
+    """name.key and name.crt, a client certificate signed by ca."""
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+    with open(os.path.join(d, "client.cnf"), "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
+             "-out", f"{name}.crt", "-days", "1", "-extfile", "client.cnf", cwd=d)
+
+
 @unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command to make certificates")
 class TestTLS(unittest.TestCase):
     def setUp(self) -> None:
@@ -59,6 +69,43 @@ class TestTLS(unittest.TestCase):
         with self.assertRaises(shockwave.ShockwaveError) as cm:
             self.open("wrong.pem", "tls-bad").close()
         self.assertIn("certificate", str(cm.exception))
+
+
+@unittest.skipIf(shutil.which("openssl") is None, "needs the openssl command to make certificates")
+class TestMutualTLS(unittest.TestCase):
+    """A coordinator with --tls-ca admits only jobs with a client certificate of that CA."""
+
+    def setUp(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="shockwave-mtls-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        make_ca(self.dir, "ca")
+        make_ca(self.dir, "wrong")
+        make_server_cert(self.dir, "ca")
+        make_client_cert(self.dir, "ca", "job")
+        make_client_cert(self.dir, "wrong", "intruder")
+        p = lambda f: os.path.join(self.dir, f)  # noqa: E731
+        self.coord = Coordinator(gpus=1, extra=["--tls-cert", p("server.crt"), "--tls-key", p("server.key"),
+                                                "--tls-ca", p("ca.pem")])
+        self.coord.start()
+        self.addCleanup(self.coord.stop)
+        self.p = p
+
+    def open(self, job: str, **kw) -> shockwave.Job:
+        return shockwave.Job(model="mlp", batch_size=32, dataset_size=3200, epochs=2, url=self.coord.url,
+                             job_id=job, tls_ca=self.p("ca.pem"), register_timeout=3, **kw)
+
+    def test_a_job_with_a_certificate_of_the_ca_registers(self):
+        self.open("mtls-good", tls_cert=self.p("job.crt"), tls_key=self.p("job.key")).close()
+
+    def test_a_job_without_a_certificate_or_with_a_strangers_is_refused(self):
+        for kw in ({}, {"tls_cert": self.p("intruder.crt"), "tls_key": self.p("intruder.key")}):
+            with self.subTest(kw=kw), self.assertRaises(shockwave.ShockwaveError):
+                self.open("mtls-bad", **kw).close()
+
+    def test_a_certificate_without_its_key_is_an_invalid_argument_naming_both_keys(self):
+        with self.assertRaises(shockwave.InvalidArgument) as cm:
+            self.open("mtls-half", tls_cert=self.p("job.crt"))
+        self.assertIn("tls_cert/tls_key", str(cm.exception))
 
 
 if __name__ == "__main__":

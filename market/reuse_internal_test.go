@@ -1,0 +1,54 @@
+package market
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// TestReuseModel_EqualsAFreshModel checks the one warm start of a solve:
+// the model the tightest fairness rule builds at its bound ρ* from the
+// first model's curves (reuseModel) equals, field by field, a model built
+// from scratch at that bound; and a model with other weights is never
+// reused.
+func TestReuseModel_EqualsAFreshModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 1))
+	for trial := range 200 {
+		p := Problem{GPUs: 1 + rng.IntN(64), Round: rng.IntN(300), Rounds: 1 + rng.IntN(30)}
+		for i := range 1 + rng.IntN(80) {
+			e := float64(1 + rng.IntN(100))
+			d := 10 + 500*rng.Float64()
+			p.Jobs = append(p.Jobs, Job{ID: fmt.Sprint(i), Workers: 1 + rng.IntN(min(p.GPUs, 8)), Epochs: e,
+				Progress: float64(rng.IntN(int(e))), EpochSeconds: d, Remaining: d * e * rng.Float64(),
+				FairFinish: 1 + 1e5*rng.Float64()})
+		}
+		s := DefaultSettings()
+		s.Fairness = FairnessTightest
+		in := newInstance(&p, s)
+		w := make([]float64, len(in.jobs))
+		for c := range w {
+			w[c] = 1 / float64(len(w)*in.T)
+		}
+		first := newModel(in, w, true)
+		first.candidates()
+		first.ratioItems()
+		in.tight, in.ftfRho = true, s.RhoMax*(1+3*rng.Float64())
+		reused := newModel(in, w, true)
+		if reused == first || &reused.jobs[0] == &first.jobs[0] {
+			t.Fatalf("trial %d: the reused model shares its jobs with the first", trial)
+		}
+		in.models = nil
+		fresh := newModel(in, w, true)
+		fresh.candidates()
+		fresh.ratioItems()
+		if !reflect.DeepEqual(reused, fresh) {
+			t.Fatalf("trial %d: reused model differs from a fresh one", trial)
+		}
+		w2 := append([]float64(nil), w...)
+		w2[rng.IntN(len(w2))] *= 2
+		if other := newModel(in, w2, true); reflect.DeepEqual(other.jobs, fresh.jobs) {
+			t.Fatalf("trial %d: a model with other weights has the same curves", trial)
+		}
+	}
+}
