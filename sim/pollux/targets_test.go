@@ -26,19 +26,19 @@ type swMiss struct {
 // with Pollux at seed 1 (the value in each comment).
 var polluxMisses = map[string]map[int]swMiss{
 	"shockwave": { // jobs keep the trace width: the market time-slices wide jobs
-		1: {worstRho: 7.8, avgJCT: 1.53},  // ρ 7.37 (Pollux 2.57); 1.461× Tiresias
-		2: {worstRho: 19.3, avgJCT: 1.48}, // ρ 18.32 (Pollux 6.08); 1.414× Tiresias
-		3: {worstRho: 7.8},                // ρ 7.39 (Pollux 4.60); avg JCT met (0.994× Tiresias)
-		4: {worstRho: 12.6, avgJCT: 1.6},  // ρ 11.92 (Pollux 2.55); 1.525× Tiresias
-		5: {worstRho: 13.7, avgJCT: 1.4},  // ρ 12.99 (Pollux 3.51); 1.326× Tiresias
-		6: {worstRho: 18.2, avgJCT: 1.65}, // ρ 17.31 (Pollux 4.45); 1.573× Tiresias
+		1: {worstRho: 17.4, avgJCT: 1.8},  // ρ 16.53 (Pollux 2.57); 1.722× Tiresias
+		2: {worstRho: 20.1, avgJCT: 1.52}, // ρ 19.14 (Pollux 6.08); 1.443× Tiresias
+		3: {worstRho: 6.7, avgJCT: 1.06},  // ρ 6.35 (shockwave+agent 3.25); 1.009× Tiresias
+		4: {worstRho: 15.3, avgJCT: 1.96}, // ρ 14.53 (Pollux 2.55); 1.863× Tiresias
+		5: {worstRho: 9.0, avgJCT: 1.39},  // ρ 8.58 (Pollux 3.51); 1.324× Tiresias
+		6: {worstRho: 17.5, avgJCT: 1.77}, // ρ 16.69 (Pollux 4.45); 1.680× Tiresias
 	},
 	"shockwave+agent": { // elastic widths; workload 3's worst ρ and five of six average JCTs met
-		1: {worstRho: 2.8},               // ρ 2.64 (Pollux 2.57)
-		2: {worstRho: 6.45},              // ρ 6.12 (Pollux 6.08)
-		4: {worstRho: 3.8, avgJCT: 1.05}, // ρ 3.58 (Pollux 2.55); 1.004× Tiresias
-		5: {worstRho: 5.1},               // ρ 4.84 (Pollux 3.51)
-		6: {worstRho: 7.7},               // ρ 7.31 (Pollux 4.45)
+		1: {worstRho: 2.8},                // ρ 2.64 (Pollux 2.57)
+		2: {worstRho: 9.3},                // ρ 8.87 (Pollux 6.08)
+		4: {worstRho: 5.05, avgJCT: 1.08}, // ρ 4.80 (Pollux 2.55); 1.028× Tiresias
+		5: {worstRho: 5.25},               // ρ 5.00 (Pollux 3.51)
+		6: {worstRho: 6.3},                // ρ 5.98 (Pollux 4.45)
 	},
 }
 
