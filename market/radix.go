@@ -95,3 +95,40 @@ func radixPass(runs, buf []run, count *[256]int, shift int, byKey bool) bool {
 	}
 	return true
 }
+
+// sortPositive sorts the bit patterns of positive floats (+Inf included),
+// which order as the floats do, ascending: a least-significant-digit radix
+// sort, 11 bits per pass, all histograms counted in one read, skipping the
+// digits on which all values agree. It returns the sorted slice (v or a
+// buffer of its length).
+func sortPositive(v []uint64) []uint64 {
+	const bits, passes = 11, 6
+	if len(v) < 2 {
+		return v
+	}
+	var count [passes][1 << bits]int
+	for _, x := range v {
+		for p := range passes {
+			count[p][(x>>(p*bits))&(1<<bits-1)]++
+		}
+	}
+	buf := make([]uint64, len(v))
+	for p := range passes {
+		c := &count[p]
+		if c[(v[0]>>(p*bits))&(1<<bits-1)] == len(v) {
+			continue // every value has this digit
+		}
+		sum := 0
+		for d, k := range c {
+			c[d] = sum
+			sum += k
+		}
+		for _, x := range v {
+			d := (x >> (p * bits)) & (1<<bits - 1)
+			buf[c[d]] = x
+			c[d]++
+		}
+		v, buf = buf, v
+	}
+	return v
+}
