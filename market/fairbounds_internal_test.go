@@ -74,12 +74,12 @@ func TestLowerBounds_ProbeAsTheDirectScan(t *testing.T) {
 			t.Fatalf("trial %d: %d candidates, want %d (%v…, want %v…)", trial, len(rhos), len(want),
 				rhos[:min(5, len(rhos))], want[:min(5, len(want))])
 		}
+		pk, ref := newPacker(m), newPacker(m)
+		lb := newLowerBounds(in, m) // one for both bisections, as start promises
 		for _, crit := range []bool{true, false} {
 			if in.crit = false; crit {
 				in.critBounds()
 			}
-			pk, ref := newPacker(m), newPacker(m)
-			lb := newLowerBounds(in, m)
 			lb.start()
 			lo := make([]int, len(in.jobs))
 			a, b := -1, len(rhos)
