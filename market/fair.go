@@ -78,7 +78,7 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 		a, b := -1, len(rhos)
 		for b-a > 1 {
 			mid := (a + b) / 2
-			if lb.packs(pk, rhos[mid]) {
+			if lb.packs(pk, math.Float64frombits(rhos[mid])) {
 				b = mid
 			} else {
 				a = mid
@@ -97,7 +97,7 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 		in.tight = false
 		return nil, nil, false
 	}
-	in.ftfRho = rhos[b]
+	in.ftfRho = math.Float64frombits(rhos[b])
 	m := newModel(in, weights, true)
 	sr := newSearcher(m, in.set)
 	ok := sr.run()
@@ -151,8 +151,8 @@ func (in *instance) critLow(jm *jobModel) int {
 // above it at which some job's lower bound changes. (RhoMax itself can
 // pack here although it did not in the original constraint, which counts
 // the window's end for every job.) The values are positive, so their bit
-// patterns order as they do (sortPositive).
-func (in *instance) rhoCandidates(m *model) []float64 {
+// patterns order as they do (sortPositive); it returns the patterns.
+func (in *instance) rhoCandidates(m *model) []uint64 {
 	size := 1
 	for c := range m.jobs {
 		size += m.jobs[c].hi + 1
@@ -172,10 +172,5 @@ func (in *instance) rhoCandidates(m *model) []float64 {
 			}
 		}
 	}
-	bits = slices.Compact(sortPositive(bits))
-	out := make([]float64, len(bits))
-	for k, b := range bits {
-		out[k] = math.Float64frombits(b)
-	}
-	return out
+	return slices.Compact(sortPositive(bits))
 }

@@ -239,6 +239,16 @@ func (in *instance) pwlMarginals(j *Job, a float64, p, out []float64) []float64 
 // its least concave majorant: their nonincreasing (antitonic) regression by
 // pool-adjacent-violators. A concave curve keeps its increments.
 func concaveMarginals(d []float64, scratch *[]block) {
+	if nonincreasing(d) {
+		// No block would merge: each keeps its increment (v/1 = v), and
+		// the final pass below changes only a +0 after a −0.
+		for t := 1; t < len(d); t++ {
+			if d[t] == d[t-1] {
+				d[t] = min(d[t], d[t-1])
+			}
+		}
+		return
+	}
 	blocks := (*scratch)[:0]
 	for _, v := range d {
 		blocks = append(blocks, block{v, 1})
@@ -262,6 +272,17 @@ func concaveMarginals(d []float64, scratch *[]block) {
 		d[t] = min(d[t], d[t-1])
 	}
 	*scratch = blocks
+}
+
+// nonincreasing reports whether no increment exceeds the one before it
+// (the pool-adjacent-violators' merge test on single increments).
+func nonincreasing(d []float64) bool {
+	for t := 1; t < len(d); t++ {
+		if d[t-1] < d[t] {
+			return false
+		}
+	}
+	return true
 }
 
 type block struct {
