@@ -31,7 +31,8 @@ const (
 	// gets (with it, ρ* is set by those short jobs and binds nothing).
 	// lo_i(ρ) falls as ρ grows, so ρ* is found by bisection over the
 	// finitely many values ρ_i(n), one packing check per step (the count
-	// model makes each check cheap). When no value packs (only possible
+	// model makes each check cheap; lowerBounds, fairbounds.go, resumes each
+	// job's scan from the last step that packed). When no value packs (only possible
 	// when the packing question goes unanswered), the relaxation is solved.
 	FairnessTightest
 )
