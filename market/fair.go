@@ -2,6 +2,7 @@ package market
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -30,7 +31,8 @@ const (
 	// gets (with it, ρ* is set by those short jobs and binds nothing).
 	// lo_i(ρ) falls as ρ grows, so ρ* is found by bisection over the
 	// finitely many values ρ_i(n), one packing check per step (the count
-	// model makes each check cheap). When no value packs (only possible
+	// model makes each check cheap; lowerBounds, fairbounds.go, resumes each
+	// job's scan from the last step that packed). When no value packs (only possible
 	// when the packing question goes unanswered), the relaxation is solved.
 	FairnessTightest
 )
@@ -70,23 +72,14 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 	}()
 	pk := newPacker(free)
 	rhos := in.rhoCandidates(free)
-	lo := make([]int, len(in.jobs))
-	packs := func(rho float64) bool {
-		in.ftfRho = rho
-		for c := range in.jobs {
-			if lo[c] = in.lowAt(&in.jobs[c], &free.jobs[c]); lo[c] < 0 {
-				return false
-			}
-		}
-		ok, _ := pk.check(lo)
-		return ok
-	}
+	lb := newLowerBounds(in, free)
 	// rhos[a] does not pack (or a = −1), rhos[b] does (or b = len).
 	bisect := func() int {
+		lb.start()
 		a, b := -1, len(rhos)
 		for b-a > 1 {
 			mid := (a + b) / 2
-			if packs(rhos[mid]) {
+			if lb.packs(pk, math.Float64frombits(rhos[mid])) {
 				b = mid
 			} else {
 				a = mid
@@ -105,7 +98,7 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 		in.tight = false
 		return nil, nil, false
 	}
-	in.ftfRho = rhos[b]
+	in.ftfRho = math.Float64frombits(rhos[b])
 	m := newModel(in, weights, true)
 	sr := newSearcher(m, in.set)
 	ok := sr.run()
@@ -115,17 +108,6 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 		in.tight = false
 	}
 	return m, sr, ok
-}
-
-// lowAt is lo_i at the current ftfRho: the least n that meets the FTF
-// bound, or −1 when no n does.
-func (in *instance) lowAt(j *Job, jm *jobModel) int {
-	for n := 0; n <= jm.hi; n++ {
-		if in.ftfAt(j, n, jm.r[n]) {
-			return max(n, in.critLow(jm))
-		}
-	}
-	return -1
 }
 
 // critBounds turns on the critical bounds of FairnessTightest. With
@@ -169,9 +151,15 @@ func (in *instance) critLow(jm *jobModel) int {
 // rhoCandidates returns RhoMax and the sorted distinct values ρ_i(n)
 // above it at which some job's lower bound changes. (RhoMax itself can
 // pack here although it did not in the original constraint, which counts
-// the window's end for every job.)
-func (in *instance) rhoCandidates(m *model) []float64 {
-	out := []float64{in.set.RhoMax}
+// the window's end for every job.) The values are positive, so their bit
+// patterns order as they do (sortPositive); it returns the patterns.
+func (in *instance) rhoCandidates(m *model) []uint64 {
+	size := 1
+	for c := range m.jobs {
+		size += m.jobs[c].hi + 1
+	}
+	bits := make([]uint64, 1, size)
+	bits[0] = math.Float64bits(in.set.RhoMax)
 	for c := range in.jobs {
 		j, jm := &in.jobs[c], &m.jobs[c]
 		for n := 0; n <= jm.hi; n++ {
@@ -181,10 +169,9 @@ func (in *instance) rhoCandidates(m *model) []float64 {
 			}
 			rho := (in.delta*float64(in.R+end) + jm.r[n]/in.share) / j.FairFinish
 			if rho > in.set.RhoMax {
-				out = append(out, rho*(1+2*ftfTol))
+				bits = append(bits, math.Float64bits(rho*(1+2*ftfTol)))
 			}
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return slices.Compact(sortPositive(bits))
 }

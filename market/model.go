@@ -116,11 +116,20 @@ func newUtility(s *Settings) utility {
 }
 
 func (f *utility) at(u float64) float64 {
+	seg := 0
+	return f.atFrom(u, &seg)
+}
+
+// atFrom is at(u) for a caller whose u never decreases between calls: the
+// segment search starts at *seg (no earlier segment can hold a larger u)
+// and leaves there the segment it found.
+func (f *utility) atFrom(u float64, seg *int) float64 {
 	u = min(max(u, 0), 1)
 	if f.exact {
 		return math.Log(max(u, f.origin))
 	}
-	for j := 0; j+1 < len(f.b); j++ {
+	for j := *seg; j+1 < len(f.b); j++ {
+		*seg = j
 		if u <= f.b[j+1] {
 			return f.l[j] + (f.l[j+1]-f.l[j])*(u-f.b[j])/(f.b[j+1]-f.b[j])
 		}
@@ -178,10 +187,11 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool, mem *slab) jobModel {
 		}
 	}
 	m.p, m.r, m.g = mem.take(m.hi+1), mem.take(m.hi+1), mem.take(m.hi+1)
+	seg := 0 // u grows with n
 	for n := 0; n <= m.hi; n++ {
 		m.p[n] = in.progress(j, n)
 		m.r[n] = remaining(j, m.p[n])
-		m.g[n] = a * in.f.at((j.Progress+m.p[n])/j.Epochs)
+		m.g[n] = a * in.f.atFrom((j.Progress+m.p[n])/j.Epochs, &seg)
 	}
 	if in.f.exact {
 		m.marg = mem.take(m.hi)
@@ -209,16 +219,18 @@ func (in *instance) jobModel(j *Job, a float64, ftf bool, mem *slab) jobModel {
 func (in *instance) pwlMarginals(j *Job, a float64, p, out []float64) []float64 {
 	f := &in.f
 	step := in.delta / (j.EpochSeconds * j.Epochs)
+	first := 0 // u0 grows with n: the segment search resumes where it ended
 	for n := range out {
 		u0 := (j.Progress + p[n]) / j.Epochs
 		length := step
 		if n+1 == len(out) && p[n+1] >= j.Epochs-j.Progress {
 			length = max(0, 1-u0) // the step that completes the job
 		}
-		seg := 0
+		seg := first
 		for seg+2 < len(f.b) && u0 >= f.b[seg+1] {
 			seg++
 		}
+		first = seg
 		slope := (f.l[seg+1] - f.l[seg]) / (f.b[seg+1] - f.b[seg])
 		if u0+length <= f.b[seg+1] || seg+2 == len(f.b) {
 			out[n] = a * (slope * length)
@@ -239,6 +251,16 @@ func (in *instance) pwlMarginals(j *Job, a float64, p, out []float64) []float64 
 // its least concave majorant: their nonincreasing (antitonic) regression by
 // pool-adjacent-violators. A concave curve keeps its increments.
 func concaveMarginals(d []float64, scratch *[]block) {
+	if nonincreasing(d) {
+		// No block would merge: each keeps its increment (v/1 = v), and
+		// the final pass below changes only a +0 after a −0.
+		for t := 1; t < len(d); t++ {
+			if d[t] == d[t-1] {
+				d[t] = min(d[t], d[t-1])
+			}
+		}
+		return
+	}
 	blocks := (*scratch)[:0]
 	for _, v := range d {
 		blocks = append(blocks, block{v, 1})
@@ -262,6 +284,17 @@ func concaveMarginals(d []float64, scratch *[]block) {
 		d[t] = min(d[t], d[t-1])
 	}
 	*scratch = blocks
+}
+
+// nonincreasing reports whether no increment exceeds the one before it
+// (the pool-adjacent-violators' merge test on single increments).
+func nonincreasing(d []float64) bool {
+	for t := 1; t < len(d); t++ {
+		if d[t-1] < d[t] {
+			return false
+		}
+	}
+	return true
 }
 
 type block struct {
