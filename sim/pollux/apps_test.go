@@ -136,19 +136,23 @@ func TestGradStats_InterpolateBetweenValidatedBatchSizes(t *testing.T) {
 }
 
 // delaunay_table.go is exactly what internal/gen/delaunay.py makes of the
-// shared traces with Qhull (scipy). The test needs a Python with scipy:
-// $POLLUX_PYTHON, else python3 on the PATH; it skips without one.
+// shared traces with Qhull (scipy). The test needs a Python with numpy and
+// scipy: $POLLUX_PYTHON, else python3 on the PATH, else the system's
+// /usr/bin/python3 (Debian: python3-scipy); it skips without one.
 func TestDelaunayTable_IsGeneratedFromSharedTraces(t *testing.T) {
 	dir := filepath.Join(shareddata.Dir(t), "pollux", "traces")
 	if _, err := os.Stat(dir); err != nil {
 		t.Skipf("Pollux traces not found: %v", err)
 	}
-	py := os.Getenv("POLLUX_PYTHON")
-	if py == "" {
-		py = "python3"
+	py := ""
+	for _, c := range []string{os.Getenv("POLLUX_PYTHON"), "python3", "/usr/bin/python3"} {
+		if c != "" && exec.Command(c, "-c", "import numpy, scipy.spatial").Run() == nil {
+			py = c
+			break
+		}
 	}
-	if err := exec.Command(py, "-c", "import numpy, scipy.spatial").Run(); err != nil {
-		t.Skipf("no Python with scipy (%s: %v): set $POLLUX_PYTHON", py, err)
+	if py == "" {
+		t.Skip("no Python with numpy and scipy: set $POLLUX_PYTHON")
 	}
 	out := filepath.Join(t.TempDir(), "delaunay_table.go")
 	cmd := exec.Command(py, "internal/gen/delaunay.py", "-data", filepath.Dir(filepath.Dir(dir)), "-out", out)
