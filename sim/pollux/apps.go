@@ -23,20 +23,6 @@ var appConst = map[string]struct {
 // bszPoint is one measured per-GPU batch size of a placement.
 type bszPoint struct{ local, step, sync float64 }
 
-// layerCurve is the measured times of one replica count within a node-count
-// layer of the wide-placement interpolant.
-type layerCurve struct {
-	replicas float64
-	pts      []bszPoint
-}
-
-// layer holds the curves of one node count (4 from placements.csv averages,
-// 6, 8, 12 and 16 from scalability.csv), by ascending replica count.
-type layer struct {
-	nodes  float64
-	curves []layerCurve
-}
-
 // App is one application's model: its constants, measured throughput by
 // placement and per-GPU batch size, and its validation runs (spec §1, §2).
 type App struct {
@@ -51,7 +37,7 @@ type App struct {
 	runs      [][]epochRow // runs[i] is the run at validated[i]
 	progress  []float64    // progress[e]: progress to finish epochs 0..e-1
 	small     map[int][]bszPoint
-	layers    []layer
+	mesh      *triMesh // placements over five or more nodes
 }
 
 // Apps is the set of built-in applications, by name.
@@ -109,7 +95,9 @@ func newApp(t *appTrace) (*App, error) {
 	for id := range a.small {
 		slices.SortFunc(a.small[id], func(x, y bszPoint) int { return cmpF(x.local, y.local) })
 	}
-	a.buildLayers(t)
+	if err := a.buildMesh(t); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -239,7 +227,7 @@ func (a *App) Throughput(placement []int, local int) (step, sync float64, err er
 		}
 		return step, sync, nil
 	}
-	step, sync, ok := a.wide(float64(min(nodes, 16)), float64(replicas), float64(local))
+	step, sync, ok := a.mesh.at([3]float64{float64(min(nodes, 16)), float64(replicas), float64(local)})
 	if !ok {
 		return 0, 0, fmt.Errorf("pollux: %s: (%d nodes, %d replicas, local %d) outside the measured range", a.Name, nodes, replicas, local)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -132,4 +133,58 @@ func TestGradStats_InterpolateBetweenValidatedBatchSizes(t *testing.T) {
 		}
 	}()
 	a.GradStats(8192, 0)
+}
+
+// delaunay_table.go is exactly what internal/gen/delaunay.py makes of the
+// shared traces with Qhull (scipy). The test needs a Python with numpy and
+// scipy: $POLLUX_PYTHON, else python3 on the PATH, else the system's
+// /usr/bin/python3 (Debian: python3-scipy); it skips without one.
+func TestDelaunayTable_IsGeneratedFromSharedTraces(t *testing.T) {
+	dir := filepath.Join(shareddata.Dir(t), "pollux", "traces")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("Pollux traces not found: %v", err)
+	}
+	py := ""
+	for _, c := range []string{os.Getenv("POLLUX_PYTHON"), "python3", "/usr/bin/python3"} {
+		if c != "" && exec.Command(c, "-c", "import numpy, scipy.spatial").Run() == nil {
+			py = c
+			break
+		}
+	}
+	if py == "" {
+		t.Skip("no Python with numpy and scipy: set $POLLUX_PYTHON")
+	}
+	out := filepath.Join(t.TempDir(), "delaunay_table.go")
+	cmd := exec.Command(py, "internal/gen/delaunay.py", "-data", filepath.Dir(filepath.Dir(dir)), "-out", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generator: %v\n%s", err, b)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, err := os.ReadFile("delaunay_table.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, have) {
+		t.Fatal("delaunay_table.go differs from the generator's output: run go generate ./sim/pollux")
+	}
+}
+
+// A wide placement outside the convex hull of the measured points is an
+// error (the artifact's interpolant is NaN there and asserted against),
+// and one inside has a value.
+func TestThroughput_WidePlacementsOutsideTheMeasurementsAreErrors(t *testing.T) {
+	a := mustApps(t)["cifar10"]
+	pl := make([]int, 16)
+	for i := range pl {
+		pl[i] = 4
+	}
+	if _, _, err := a.Throughput(pl, 1024); err == nil {
+		t.Fatal("16×4 GPUs at local batch 1024, beyond the measured grid, must be an error")
+	}
+	if _, _, err := a.Throughput(pl, 32); err != nil {
+		t.Fatalf("16×4 GPUs at local batch 32: %v", err)
+	}
 }

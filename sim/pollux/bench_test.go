@@ -2,6 +2,8 @@ package pollux
 
 import (
 	"testing"
+
+	"github.com/shockwave-sched/shockwave/policy"
 )
 
 func benchWorkload(b *testing.B, spec Spec) {
@@ -39,4 +41,32 @@ func BenchmarkOptimusWorkload3(b *testing.B) { benchWorkload(b, Spec{Policy: "op
 // One Shockwave run of workload 3, jobs adapting their batch sizes.
 func BenchmarkShockwaveAgentWorkload3(b *testing.B) {
 	benchWorkload(b, Spec{Policy: "shockwave", Batch: BatchAgent})
+}
+
+// The whole Pollux table of make results-pollux: workloads 1–6, each with
+// pollux (seed 1), optimus, tiresias and shockwave, gavel and themis in
+// both batch modes, with the isolated runs for ρ; runs in parallel up to
+// GOMAXPROCS, as simulate does.
+func BenchmarkPolluxTable(b *testing.B) {
+	dir, _ := loadPublished(b)
+	apps := mustApps(b)
+	specs := []Spec{{Policy: "pollux"}, {Policy: "optimus"}, {Policy: "tiresias"}}
+	for _, p := range []string{"shockwave", "gavel", "themis"} {
+		specs = append(specs, Spec{Policy: p, Batch: BatchTrace}, Spec{Policy: p, Batch: BatchAgent})
+	}
+	sw := policy.DefaultShockwaveConfig()
+	sw.Info = policy.InfoOnline
+	o := Options{Apps: apps, Seed: 1, Policy: policy.Options{Config: sw}}
+	var rows [6][]WorkloadRow
+	for k := range rows {
+		rows[k] = loadWorkload(b, dir, k+1, apps)
+	}
+	b.ResetTimer()
+	for range b.N {
+		for k := range rows {
+			if _, err := Compare(rows[k], specs, o); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

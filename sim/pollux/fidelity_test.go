@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -114,18 +116,40 @@ func TestBaselines_MatchPublishedAverageJCTWithin5Percent(t *testing.T) {
 	}
 }
 
+// pollWorkloads is the workloads the long Pollux test runs:
+// $SHOCKWAVE_POLLUX_WORKLOADS (comma-separated numbers, e.g. "2" while
+// iterating), else 1–6.
+func pollWorkloads(t *testing.T) []int {
+	v := os.Getenv("SHOCKWAVE_POLLUX_WORKLOADS")
+	if v == "" {
+		return []int{1, 2, 3, 4, 5, 6}
+	}
+	var ks []int
+	for _, f := range strings.Split(v, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 || k > 6 {
+			t.Fatalf("SHOCKWAVE_POLLUX_WORKLOADS=%q: %q is not a workload 1-6", v, f)
+		}
+		ks = append(ks, k)
+	}
+	return ks
+}
+
 // Pollux, averaged over five seeds, reproduces the published average JCT
 // within 10 % on every workload and within 5 % on the mean of the six
-// (spec §8.1, §9.1: the published runs are single unseeded runs).
+// (spec §8.1, §9.1: the published runs are single unseeded runs). With
+// $SHOCKWAVE_POLLUX_WORKLOADS naming fewer workloads, the mean is not
+// checked.
 func TestPollux_MatchesPublishedAverageJCTOverFiveSeeds(t *testing.T) {
 	longTests(t)
 	dir, pub := loadPublished(t)
 	apps := mustApps(t)
+	ks := pollWorkloads(t)
 	var mu sync.Mutex
 	avg := map[int]float64{}
 	sem := make(chan struct{}, max(1, parallelism()))
 	var wg sync.WaitGroup
-	for k := 1; k <= 6; k++ {
+	for _, k := range ks {
 		rows := loadWorkload(t, dir, k, apps)
 		for seed := uint64(1); seed <= 5; seed++ {
 			wg.Add(1)
@@ -143,7 +167,7 @@ func TestPollux_MatchesPublishedAverageJCTOverFiveSeeds(t *testing.T) {
 	}
 	wg.Wait()
 	ours, theirs := 0.0, 0.0
-	for k := 1; k <= 6; k++ {
+	for _, k := range ks {
 		want := pub.avg("pollux", k)
 		dev := avg[k]/want - 1
 		t.Logf("workload %d pollux ours %.1f published %.1f (%+.2f%%)", k, avg[k], want, 100*dev)
@@ -153,9 +177,41 @@ func TestPollux_MatchesPublishedAverageJCTOverFiveSeeds(t *testing.T) {
 		ours += avg[k] / 6
 		theirs += want / 6
 	}
+	if len(ks) < 6 {
+		return
+	}
 	dev := ours/theirs - 1
 	t.Logf("mean of workloads 1-6: ours %.1f published %.1f (%+.2f%%)", ours, theirs, 100*dev)
 	if math.Abs(dev) > 0.05 {
 		t.Errorf("mean over workloads 1-6: %.1f is %+.1f%% from the published %.1f", ours, 100*dev, theirs)
+	}
+}
+
+// With the artifact's Delaunay interpolant (spec §2.3), Tiresias, which is
+// deterministic, gives every job of workloads 1–6 exactly its published
+// JCT, and Optimus gives at least 90 % of them exactly (146–158 of 160 here;
+// the residual is not explained yet).
+func TestBaselines_ReproducePublishedPerJobJCTs(t *testing.T) {
+	dir, pub := loadPublished(t)
+	apps := mustApps(t)
+	for k := 1; k <= 6; k++ {
+		rows := loadWorkload(t, dir, k, apps)
+		for _, name := range []string{"tiresias", "optimus"} {
+			r := runNative(t, rows, apps, name, 0)
+			want := pub.JCTs[name]["1.0"][workloadName(k)]
+			same := 0
+			for job, w := range want {
+				if float64(r.JCT[job]) == w {
+					same++
+				}
+			}
+			t.Logf("workload %d %-8s: %d of %d jobs have the published JCT", k, name, same, len(want))
+			if len(want) != len(rows) {
+				t.Fatalf("published workload %d %s has %d jobs, the workload %d", k, name, len(want), len(rows))
+			}
+			if name == "tiresias" && same != len(want) || float64(same) < 0.9*float64(len(want)) {
+				t.Errorf("workload %d %s: only %d of %d jobs have the published JCT", k, name, same, len(want))
+			}
+		}
 	}
 }

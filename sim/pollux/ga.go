@@ -220,7 +220,12 @@ func (g *ga) repair(x []int8) {
 }
 
 // mutate resets rows to the base, zeroes entries, and raises entries on
-// nodes with free GPUs (spec §6.1).
+// nodes with free GPUs (spec §6.1). The artifact normalises both selection
+// probabilities over the job axis of its state array, not the node axis:
+// on a node with a free GPU, each job's entry is selected with p1 = 1/J
+// (J jobs, every one of which fits a free GPU), raised to
+// p1 + p2 − p1·p2 with p2 = 1/(jobs already on that node) for the jobs
+// already there.
 func (g *ga) mutate(x []int8) {
 	nn, rng := g.nn, g.p.rng
 	for j := 0; j < g.nj; j++ {
@@ -238,39 +243,26 @@ func (g *ga) mutate(x []int8) {
 		}
 	}
 	copy(g.free, g.cap)
+	on := g.cum // per node: jobs with replicas there
+	clear(on)
 	for j := 0; j < g.nj; j++ {
 		for n, v := range x[j*nn : (j+1)*nn] {
 			g.free[n] -= int(v)
-		}
-	}
-	nf := 0
-	for _, f := range g.free {
-		if f >= 1 {
-			nf++
-		}
-	}
-	p1 := 0.0
-	if nf > 0 {
-		p1 = 1 / float64(nf)
-	}
-	for j := 0; j < g.nj; j++ {
-		row := x[j*nn : (j+1)*nn]
-		nh := 0
-		for n, v := range row {
-			if v > 0 && g.free[n] >= 1 {
-				nh++
+			if v > 0 {
+				on[n]++
 			}
 		}
-		p2 := 0.0
-		if nh > 0 {
-			p2 = 1 / float64(nh)
-		}
+	}
+	p1 := 1 / float64(g.nj)
+	for j := 0; j < g.nj; j++ {
+		row := x[j*nn : (j+1)*nn]
 		for n, v := range row {
 			if g.free[n] < 1 {
 				continue // probability 0: no draw needed
 			}
 			q := p1
 			if v > 0 {
+				p2 := 1 / float64(on[n])
 				q = p1 + p2 - p1*p2
 			}
 			if rng.Float64() < q {

@@ -137,3 +137,43 @@ func TestPolluxRepair_InterferenceCapAndCapacity(t *testing.T) {
 		t.Fatalf("capacity repair %v: node 0 must keep job 0's 3 and give job 2 the last GPU", y)
 	}
 }
+
+// Mutation raises an entry on a node with a free GPU with probability 1/J
+// for a job not on that node, and 1/J + 1/m − 1/(J·m) for one of the m jobs
+// already there: the artifact normalises over jobs, not nodes (§6.1), so
+// with one free node and ten jobs a job gains a replica there about 8 % of
+// the time (4/5 of raises are non-zero), not 80 %.
+func TestPolluxMutation_RaisesWithProbabilityNormalisedOverJobs(t *testing.T) {
+	const nj, nn, trials = 10, 3, 20000
+	p := NewPollux(1)
+	p.rng = newRNG(7)
+	g := &ga{p: p, nj: nj, nn: nn, cap: []int{4, 4, 4}}
+	g.free, g.perm, g.cum = make([]int, nn), make([]int, nn), make([]int, nn)
+	// Nodes 1 and 2 are full (jobs 0 and 1); node 0 holds one GPU of job 2.
+	g.base = make([]int8, nj*nn)
+	g.base[0*nn+1], g.base[1*nn+2], g.base[2*nn+0] = 4, 4, 1
+	x := make([]int8, nj*nn)
+	freshRaised, heldRaised := 0, 0
+	for range trials {
+		copy(x, g.base)
+		g.mutate(x)
+		if x[5*nn+0] > 0 {
+			freshRaised++
+		}
+		if x[2*nn+0] > 1 {
+			heldRaised++
+		}
+	}
+	fresh := float64(freshRaised) / trials
+	held := float64(heldRaised) / trials
+	// Step 2 zeroes a full node now and then (≈1 %), which frees it; the
+	// bounds leave room for that.
+	if fresh < 0.065 || fresh > 0.10 {
+		t.Errorf("a job not on the free node gained a replica there in %.3f of mutations, want about 1/10·4/5 = 0.08", fresh)
+	}
+	// Job 2 is the only job on node 0: p = 1/10 + 1 − 1/10 = 1, and the draw
+	// in [1, 4] raises it 3/4 of the time (less the rare resets and zeroes).
+	if held < 0.65 || held > 0.78 {
+		t.Errorf("the job on the free node was raised in %.3f of mutations, want about 3/4", held)
+	}
+}

@@ -1,6 +1,7 @@
 package pollux
 
 //go:generate go run ./internal/gen -out apps_table.go
+//go:generate python3 internal/gen/delaunay.py -out delaunay_table.go
 
 // placementRow is one line of placements.csv: the placement id (decimal
 // digits are replicas per node), the per-GPU batch size and the measured

@@ -1,110 +1,83 @@
 package pollux
 
 import (
+	"cmp"
+	"fmt"
 	"slices"
-	"sort"
 )
 
 // Placements over five or more nodes are not measured one by one. The
-// artifact interpolates them piecewise-linearly on a Delaunay triangulation
-// of the points (nodes, replicas, local_bsz) formed by the 4-node placement
-// averages and scalability.csv (spec §2.3 step 5). This package uses a
-// structured equivalent instead (spec §9.2 names the difference): the points
-// form layers by node count (4, 6, 8, 12, 16); within a layer, the times are
-// interpolated linearly in local_bsz per replica count and then linearly in
-// the replica count; between layers, linearly in the node count, matching
-// the replica counts of the two layers by their replicas per node.
+// artifact interpolates them with scipy's LinearNDInterpolator on the points
+// (nodes, replicas, local_bsz) formed by placements.csv averaged per
+// distinct triple and by scalability.csv (spec §2.3 step 5): linearly within
+// each tetrahedron of Qhull's Delaunay triangulation of those points. The
+// points lie on grids, so the triangulation is not unique (spec §9.2); the
+// tetrahedra Qhull chose are generated into delaunay_table.go, and this file
+// rebuilds the points and their times from the traces.
 
-func (a *App) buildLayers(t *appTrace) {
-	type key struct{ r, local float64 }
-	sum := map[key][3]float64{}
+// meshTable is one application's generated triangulation: the number of
+// points it indexes and its tetrahedra.
+type meshTable struct {
+	Points int
+	Tets   [][4]int32
+}
+
+// meshPoints returns the interpolation points of an application in the
+// artifact's order: the placements.csv rows averaged per (nodes, replicas,
+// local_bsz), ascending, then the scalability.csv rows in file order.
+func meshPoints(t *appTrace) (pts [][3]float64, vals [][2]float64) {
+	type acc struct {
+		step, sync float64
+		n          int
+	}
+	sum := map[[3]float64]acc{}
 	for _, p := range t.Placements {
-		if p.Placement < 1000 { // fewer than four digits: not a 4-node placement
-			continue
-		}
-		r := 0.0
+		n, r := 0.0, 0.0
 		for id := int(p.Placement); id > 0; id /= 10 {
+			n++
 			r += float64(id % 10)
 		}
-		k := key{r, p.Local}
+		k := [3]float64{n, r, p.Local}
 		s := sum[k]
-		sum[k] = [3]float64{s[0] + p.Step, s[1] + p.Sync, s[2] + 1}
+		sum[k] = acc{s.step + p.Step, s.sync + p.Sync, s.n + 1}
 	}
-	four := map[float64][]bszPoint{}
-	for k, s := range sum {
-		four[k.r] = append(four[k.r], bszPoint{k.local, s[0] / s[2], s[1] / s[2]})
+	keys := make([][3]float64, 0, len(sum))
+	for k := range sum {
+		keys = append(keys, k)
 	}
-	a.layers = append(a.layers, makeLayer(4, four))
-	byNodes := map[float64]map[float64][]bszPoint{}
+	slices.SortFunc(keys, func(x, y [3]float64) int {
+		return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1]), cmp.Compare(x[2], y[2]))
+	})
+	for _, k := range keys {
+		s := sum[k]
+		pts = append(pts, k)
+		vals = append(vals, [2]float64{s.step / float64(s.n), s.sync / float64(s.n)})
+	}
 	for _, s := range t.Scalability {
-		if byNodes[s.Nodes] == nil {
-			byNodes[s.Nodes] = map[float64][]bszPoint{}
+		pts = append(pts, [3]float64{s.Nodes, s.Replicas, s.Local})
+		vals = append(vals, [2]float64{s.Step, s.Sync})
+	}
+	return pts, vals
+}
+
+// buildMesh sets the application's wide-placement interpolant from the
+// generated triangulation.
+func (a *App) buildMesh(t *appTrace) error {
+	m, ok := builtinMesh[t.Name]
+	if !ok {
+		return fmt.Errorf("pollux: no triangulation for application %s: run go generate ./sim/pollux", t.Name)
+	}
+	pts, vals := meshPoints(t)
+	if len(pts) != m.Points {
+		return fmt.Errorf("pollux: %s has %d interpolation points, the triangulation %d: run go generate ./sim/pollux", t.Name, len(pts), m.Points)
+	}
+	for _, tt := range m.Tets {
+		for _, v := range tt {
+			if v < 0 || int(v) >= len(pts) {
+				return fmt.Errorf("pollux: %s: triangulation names point %d of %d", t.Name, v, len(pts))
+			}
 		}
-		byNodes[s.Nodes][s.Replicas] = append(byNodes[s.Nodes][s.Replicas], bszPoint{s.Local, s.Step, s.Sync})
 	}
-	for n, m := range byNodes {
-		a.layers = append(a.layers, makeLayer(n, m))
-	}
-	slices.SortFunc(a.layers, func(x, y layer) int { return cmpF(x.nodes, y.nodes) })
-}
-
-func makeLayer(nodes float64, m map[float64][]bszPoint) layer {
-	l := layer{nodes: nodes}
-	for r, pts := range m {
-		slices.SortFunc(pts, func(x, y bszPoint) int { return cmpF(x.local, y.local) })
-		l.curves = append(l.curves, layerCurve{r, pts})
-	}
-	slices.SortFunc(l.curves, func(x, y layerCurve) int { return cmpF(x.replicas, y.replicas) })
-	return l
-}
-
-// wide interpolates a placement of n ≥ 5 nodes.
-func (a *App) wide(n, r, local float64) (step, sync float64, ok bool) {
-	ls := a.layers
-	hi := sort.Search(len(ls), func(i int) bool { return ls[i].nodes >= n })
-	if hi == len(ls) || hi == 0 && ls[0].nodes != n {
-		return 0, 0, false
-	}
-	u := (r/n - 1) / 3 // 0 at one replica per node, 1 at four
-	if ls[hi].nodes == n {
-		return ls[hi].at(n*(1+3*u), local)
-	}
-	lo := hi - 1
-	s0, y0, ok0 := ls[lo].at(ls[lo].nodes*(1+3*u), local)
-	s1, y1, ok1 := ls[hi].at(ls[hi].nodes*(1+3*u), local)
-	switch {
-	case ok0 && ok1:
-		w := (n - ls[lo].nodes) / (ls[hi].nodes - ls[lo].nodes)
-		return s0 + w*(s1-s0), y0 + w*(y1-y0), true
-	case ok0:
-		return s0, y0, true
-	case ok1:
-		return s1, y1, true
-	}
-	return 0, 0, false
-}
-
-// at interpolates one layer at replica count r and per-GPU batch size local.
-func (l *layer) at(r, local float64) (step, sync float64, ok bool) {
-	cs := l.curves
-	if len(cs) == 0 || r < cs[0].replicas-1e-9 || r > cs[len(cs)-1].replicas+1e-9 {
-		return 0, 0, false
-	}
-	hi := sort.Search(len(cs), func(i int) bool { return cs[i].replicas >= r-1e-9 })
-	if hi < len(cs) && cs[hi].replicas <= r+1e-9 {
-		return interpBsz(cs[hi].pts, local)
-	}
-	lo := hi - 1
-	s0, y0, ok0 := interpBsz(cs[lo].pts, local)
-	s1, y1, ok1 := interpBsz(cs[hi].pts, local)
-	switch {
-	case ok0 && ok1:
-		w := (r - cs[lo].replicas) / (cs[hi].replicas - cs[lo].replicas)
-		return s0 + w*(s1-s0), y0 + w*(y1-y0), true
-	case ok0:
-		return s0, y0, true
-	case ok1:
-		return s1, y1, true
-	}
-	return 0, 0, false
+	a.mesh = newTriMesh(pts, vals, m.Tets)
+	return nil
 }
