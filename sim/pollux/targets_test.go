@@ -26,19 +26,18 @@ type swMiss struct {
 // with Pollux at seed 1 (the value in each comment).
 var polluxMisses = map[string]map[int]swMiss{
 	"shockwave": { // jobs keep the trace width: the market time-slices wide jobs
-		1: {worstRho: 17.4, avgJCT: 1.8},  // ρ 16.53 (Pollux 2.57); 1.722× Tiresias
-		2: {worstRho: 20.1, avgJCT: 1.52}, // ρ 19.14 (Pollux 6.08); 1.443× Tiresias
-		3: {worstRho: 6.7, avgJCT: 1.06},  // ρ 6.35 (shockwave+agent 3.25); 1.009× Tiresias
-		4: {worstRho: 15.3, avgJCT: 1.96}, // ρ 14.53 (Pollux 2.55); 1.863× Tiresias
-		5: {worstRho: 9.0, avgJCT: 1.39},  // ρ 8.58 (Pollux 3.51); 1.324× Tiresias
-		6: {worstRho: 17.5, avgJCT: 1.77}, // ρ 16.69 (Pollux 4.45); 1.680× Tiresias
+		1: {worstRho: 12.4, avgJCT: 1.74}, // ρ 11.74 (Pollux 2.71); 1.652× Tiresias
+		2: {worstRho: 18.5, avgJCT: 1.57}, // ρ 17.55 (Pollux 4.52); 1.491× Tiresias
+		3: {worstRho: 6.5},                // ρ 6.13 (shockwave+agent 3.25); average JCT met (0.998× Tiresias)
+		4: {worstRho: 19.9, avgJCT: 1.97}, // ρ 18.87 (Pollux 2.56); 1.873× Tiresias
+		5: {worstRho: 10.3, avgJCT: 1.50}, // ρ 9.78 (Pollux 3.26); 1.425× Tiresias
+		6: {worstRho: 13.8, avgJCT: 1.58}, // ρ 13.09 (Pollux 4.10); 1.498× Tiresias
 	},
-	"shockwave+agent": { // elastic widths; workload 3's worst ρ and five of six average JCTs met
-		1: {worstRho: 2.8},                // ρ 2.64 (Pollux 2.57)
-		2: {worstRho: 9.3},                // ρ 8.87 (Pollux 6.08)
-		4: {worstRho: 5.05, avgJCT: 1.08}, // ρ 4.80 (Pollux 2.55); 1.028× Tiresias
-		5: {worstRho: 5.25},               // ρ 5.00 (Pollux 3.51)
-		6: {worstRho: 6.3},                // ρ 5.98 (Pollux 4.45)
+	"shockwave+agent": { // elastic widths; worst ρ met on workloads 1 and 3, average JCT on all but 4
+		2: {worstRho: 9.3},               // ρ 8.87 (Pollux 4.52)
+		4: {worstRho: 4.4, avgJCT: 1.10}, // ρ 4.17 (Pollux 2.56); 1.043× Tiresias
+		5: {worstRho: 5.25},              // ρ 5.00 (Pollux 3.26)
+		6: {worstRho: 6.3},               // ρ 5.98 (Pollux 4.10)
 	},
 }
 
