@@ -131,11 +131,11 @@ func (s *Service) answerStatus(req statusRequest) {
 
 // startRound publishes a live round's leases, then records it.
 func (s *Service) startRound(r record, o *outcome) {
-	fired := s.tickFired
-	if s.tickRound < 0 {
-		fired = time.Now() // a tick we did not fire (a duplicate, or another coordinator's)
+	fired := s.roundFired
+	if fired.IsZero() {
+		fired = time.Now()
 	}
-	s.tickRound = -1
+	s.roundFired, s.planSent = time.Time{}, -1
 	if o.round == nil {
 		if o.err != nil {
 			s.m.roundErrors.Inc()

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -120,7 +123,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	measuring = true
 	mu.Unlock()
 	start := time.Now()
+	stopProfile := startLoadProfile(t)
 	time.Sleep(time.Duration(window) * time.Second)
+	stopProfile()
 	mu.Lock()
 	measuring = false
 	cpu, wall := cpuTime(t)-before, time.Since(start)
@@ -299,6 +304,35 @@ func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, wor
 		m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
 		if err := nc.PublishMsg(m); err != nil {
 			return
+		}
+	}
+}
+
+// startLoadProfile writes a CPU profile of the measured window and a heap
+// profile at its end into $SHOCKWAVE_LOAD_PROFILE (a directory), when set.
+func startLoadProfile(t *testing.T) (stop func()) {
+	dir := os.Getenv("SHOCKWAVE_LOAD_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		runtime.GC()
+		h, err := os.Create(filepath.Join(dir, "heap.pprof"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		if err := pprof.WriteHeapProfile(h); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

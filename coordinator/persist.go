@@ -39,6 +39,7 @@ const (
 	logConfig   = "log.config"
 	logRegister = "log.register"
 	logTick     = "log.tick"
+	logPlan     = "log.plan"
 )
 
 // Headers of log records.
@@ -161,6 +162,29 @@ func decodeTickRecord(data []byte) (*tickRecord, error) {
 	}
 	if r.V != protocol.Version || r.Round < 0 {
 		return nil, fmt.Errorf("coordinator: tick record: version %d, round %d", r.V, r.Round)
+	}
+	return &r, nil
+}
+
+// planRecord closes round Round, which its tick record opened: the round's
+// plan is placed and its leases issued at this point of the log (fold.go,
+// pipeline.go). The plan itself is not in the record: it is a function of
+// the state at the tick, so a replay computes the same one.
+type planRecord struct {
+	V     int    `json:"v"`
+	Round int    `json:"round"`
+	Epoch uint64 `json:"epoch,omitempty"` // the writer's leader epoch
+}
+
+func decodePlanRecord(data []byte) (*planRecord, error) {
+	var r planRecord
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("coordinator: plan record: %w", err)
+	}
+	if r.V != protocol.Version || r.Round < 0 {
+		return nil, fmt.Errorf("coordinator: plan record: version %d, round %d", r.V, r.Round)
 	}
 	return &r, nil
 }

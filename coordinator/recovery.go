@@ -320,6 +320,11 @@ func (s *Service) checkpoint(recovered bool) {
 	if s.fold.core == nil || (!recovered && s.fold.core.NextRound()%s.cfg.SnapshotRounds != 0) {
 		return
 	}
+	if s.fold.open != nil { // a snapshot holds no open round: taken when it closes
+		s.snapDue = s.snapDue || recovered
+		return
+	}
+	s.snapDue = false
 	payload, err := s.fold.encodePayload()
 	if err != nil {
 		s.m.snapshotErrors.Inc()

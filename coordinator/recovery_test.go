@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	dto "github.com/prometheus/client_model/go"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -179,6 +180,13 @@ func TestIntegrity_ADamagedLogBlockRefusesToServeUnlessRecovering(t *testing.T) 
 				t.Errorf("jobs after the recovery: %+v", st.Jobs)
 			}
 			eventually(t, 10*time.Second, "rounds after the recovery", func() bool { return svc.Health().Rounds >= 2 })
+			// The recovery snapshot is taken once no round is open (the
+			// one the damage cut short closes first), and stored by the
+			// writer in the background.
+			eventually(t, 10*time.Second, "the recovery snapshot stored", func() bool {
+				var m dto.Metric
+				return svc.m.snapshotSeq.Write(&m) == nil && m.GetGauge().GetValue() > 0
+			})
 			stopSvc()
 			e.emb.Shutdown()
 

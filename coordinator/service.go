@@ -159,6 +159,7 @@ type Service struct {
 	snapq   chan *Snapshot
 	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
 	ticked  chan error      // result of publishing a tick record
+	planned chan error      // result of publishing a plan record
 	agentq  chan agentRequest
 	agents  agentState // node liveness, owned by the loop (agents.go)
 
@@ -170,6 +171,9 @@ type Service struct {
 	tickRound  int       // round of the tick record in flight, -1 if none
 	tickFired  time.Time // when the timer fired for it
 	tickWanted time.Time // when the next tick is due
+	roundFired time.Time // when the timer fired for the open round
+	planSent   int       // the open round whose plan record this leader appended, -1 if none
+	snapDue    bool      // a forced snapshot waits for the open round to close
 	deadline   time.Time // what the timer is set to
 	web        webLog    // recent rounds for the web view
 	start      *startState
@@ -237,6 +241,8 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		agentq:    make(chan agentRequest, 256),
 		agents:    agentState{seen: map[string]time.Time{}, leaving: map[string]bool{}},
 		tickRound: -1,
+		planSent:  -1,
+		planned:   make(chan error, 1),
 	}, nil
 }
 
@@ -406,6 +412,13 @@ func (s *Service) loop(ctx context.Context) error {
 				s.tickRound = -1
 				s.tickWanted = time.Now().Add(min(time.Second, s.roundLength()))
 			}
+		case <-s.solved():
+			s.closeRound(ctx)
+		case err := <-s.planned:
+			if err != nil {
+				s.log.Warn().Err(err).Int("round", s.planSent).Msg("cannot log the round's plan record; retrying")
+				s.planSent = -1
+			}
 		case <-timer.C:
 			s.deadline = time.Time{}
 			s.fireTick(ctx)
@@ -449,6 +462,10 @@ func (s *Service) fireTick(ctx context.Context) {
 	if s.fold.core == nil || !s.live { // a deposed leader writes no tick
 		return
 	}
+	if s.fold.open != nil { // the round is still solving: look again soon
+		s.tickWanted = time.Now().Add(min(50*time.Millisecond, s.roundLength()))
+		return
+	}
 	round := s.fold.core.NextRound()
 	s.tickRound, s.tickFired = round, time.Now()
 	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch})
@@ -464,13 +481,27 @@ func (s *Service) fireTick(ctx context.Context) {
 func (s *Service) handle(r record) {
 	o := s.fold.apply(r)
 	s.seq.Store(r.Seq)
-	if s.cfg.onApply != nil {
-		s.cfg.onApply(r, &o)
+	s.after(r, &o, false)
+	for i := range o.held {
+		h := &o.held[i]
+		s.after(h.r, &h.o, true)
 	}
-	s.observeFold(r, &o)
+}
+
+// after does what a folded record asks for: checks while replaying,
+// answers and leases once live.
+// A held record (folded when the round it arrived in closed) was checked
+// when it arrived.
+func (s *Service) after(r record, o *outcome, held bool) {
+	if s.cfg.onApply != nil && o.kind != kindHeld {
+		s.cfg.onApply(r, o)
+	}
+	s.observeFold(r, o)
 	if !s.live {
-		s.checkRecord(r)
-		s.verify(r)
+		if !held {
+			s.checkRecord(r)
+			s.verify(r)
+		}
 		if r.Seq >= s.catchUp && s.standby.CompareAndSwap(false, true) {
 			ev := s.log.Debug()
 			if s.epoch == 0 {
@@ -486,26 +517,87 @@ func (s *Service) handle(r record) {
 	s.m.logSeq.Set(float64(r.Seq))
 	switch o.kind {
 	case kindRegister:
-		s.answerRegister(&o)
+		s.answerRegister(o)
 	case kindEvents:
-		s.m.observeEvents(&o, r.Time)
+		s.m.observeEvents(o, r.Time)
 		if o.err != nil {
 			s.rejectLog.Debug().Err(o.err).Str("job", o.job).Strs("reasons", o.rejected).Msg("events rejected")
 		}
 		s.publishLeases(o.exits)
 	case kindTick:
-		s.startRound(r, &o)
+		s.openRound(o)
+	case kindPlan:
+		if len(o.rejected) > 0 { // a duplicate or stale plan record: the open round is not concerned
+			s.log.Warn().Err(o.err).Uint64("seq", r.Seq).Msg("plan record ignored")
+			break
+		}
+		s.startRound(r, o)
 		s.publishDesired()
-		if o.round != nil {
-			s.checkpoint(false)
+		if o.round != nil || s.snapDue {
+			s.checkpoint(s.snapDue)
 		}
 	case kindSubmit, kindCancel, kindNode, kindReport:
-		s.afterRunnerRecord(&o)
+		s.afterRunnerRecord(o)
+	case kindHeld:
 	default:
 		if o.err != nil {
 			s.log.Warn().Err(o.err).Str("subject", r.Subject).Uint64("seq", r.Seq).Msg("log record ignored")
 		}
 	}
+}
+
+// openRound notes a live round whose tick record came back: its solve
+// runs while the loop folds events; the plan record closes it.
+func (s *Service) openRound(o *outcome) {
+	fired := s.tickFired
+	if s.tickRound < 0 {
+		fired = time.Now() // a tick we did not fire (a duplicate, or another coordinator's)
+	}
+	s.tickRound = -1
+	if s.fold.open == nil {
+		if o.err != nil {
+			s.m.roundErrors.Inc()
+			s.log.Error().Err(o.err).Msg("round failed")
+		}
+		s.tickWanted = time.Now().Add(s.roundLength())
+		return
+	}
+	if o.err == nil {
+		s.roundFired = fired
+	}
+	s.tickWanted = time.Now().Add(s.roundLength()) // set again when the round closes
+}
+
+// solved is the open round's solve, while this coordinator leads and has
+// not appended the round's plan record yet (nil otherwise: no case).
+func (s *Service) solved() <-chan struct{} {
+	if !s.live || s.fold.open == nil || s.planSent == s.fold.open.t.Round() {
+		return nil
+	}
+	return s.fold.open.done
+}
+
+// closeRound appends the plan record of the open round, whose solve ended;
+// the round closes when the record comes back through the log.
+func (s *Service) closeRound(ctx context.Context) {
+	round := s.fold.open.t.Round()
+	s.planSent = round
+	if s.roundFired.IsZero() {
+		s.roundFired = time.Now() // a round opened before this coordinator led
+	}
+	data, _ := jsonMarshal(planRecord{V: protocol.Version, Round: round, Epoch: s.epoch})
+	go func() {
+		err := s.append(ctx, s.subj.Prefix+"."+logPlan, data, nil)
+		if err != nil {
+			select { // the loop retries: not at once
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if ctx.Err() == nil {
+			s.planned <- err
+		}
+	}()
 }
 
 // goLive ends the replay: the state is now what the old coordinator had.

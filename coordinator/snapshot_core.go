@@ -24,6 +24,9 @@ const coreStateVersion = 2 // 2: submitted jobs (managed, adopted, reason)
 
 // appendState writes the Core's state to e.
 func (c *Core) appendState(e *wire.Encoder) error {
+	if c.open != nil {
+		return fmt.Errorf("coordinator: cannot snapshot while round %d is open", c.round)
+	}
 	sp, ok := c.pol.(policy.Stateful)
 	if !ok {
 		return fmt.Errorf("coordinator: policy %s cannot save its state", c.pol.Name())

@@ -1,0 +1,185 @@
+package coordinator
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/shockwave-sched/shockwave/internal/wire"
+	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// pipelinePair drives two Cores with the same inputs: one with one-step
+// ticks, one with the round open (the policy solving on another goroutine)
+// while the same events are folded.
+type pipelinePair struct {
+	t          *testing.T
+	one, split *Core
+	seq        map[string]uint64
+	done       map[string]int64
+}
+
+func newPipelinePair(t *testing.T, name string, jobs int) *pipelinePair {
+	p := &pipelinePair{t: t, seq: map[string]uint64{}, done: map[string]int64{}}
+	for _, c := range []**Core{&p.one, &p.split} {
+		pol, err := policy.New(name, policy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *c, err = NewCore(Config{GPUs: 6, RoundSeconds: 60}, pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range jobs {
+		r := newJob(fmt.Sprintf("job-%02d", i), 1+i%3/2)
+		r.TotalSteps = int64(20_000 + 3_000*i)
+		for _, c := range []*Core{p.one, p.split} {
+			if err := c.Register(1, &r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.seq[r.Job] = 0
+	}
+	return p
+}
+
+// event folds the same event into both Cores (split first, while its round
+// may be open).
+func (p *pipelinePair) event(now float64, id string, steps int64, typ protocol.EventType) {
+	p.seq[id]++
+	p.done[id] += steps
+	e := protocol.Event{V: protocol.Version, Job: id, Type: typ, Seq: p.seq[id], StepsDone: p.done[id], TotalSteps: 1_000_000, BatchSize: 32}
+	if steps > 0 {
+		e.Steps, e.Elapsed, e.Throughput = steps, 50, float64(steps)/50
+	}
+	for _, c := range []*Core{p.split, p.one} {
+		if _, err := c.Apply(now, &e); err != nil {
+			p.t.Fatalf("%s: %v", id, err)
+		}
+	}
+}
+
+func coreState(t *testing.T, c *Core) []byte {
+	var e wire.Encoder
+	if err := c.appendState(&e); err != nil {
+		t.Fatal(err)
+	}
+	return e.Bytes()
+}
+
+// TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive:
+// with the policy solving on its own goroutine while progress of the
+// renewed jobs and the end of a waiting job are folded, every round (plan
+// and leases) and the whole state, the policy's included, are byte for
+// byte those of one-step ticks with the same events after them. Run with
+// -race, it also shows that the solve reads nothing the events write.
+func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *testing.T) {
+	for _, name := range []string{"shockwave", "gavel", "themis"} {
+		t.Run(name, func(t *testing.T) {
+			p := newPipelinePair(t, name, 11)
+			ran := map[string]bool{}
+			ended := map[string]bool{}
+			gapEvents := 0
+			for k := range 14 {
+				now := 100 + 60*float64(k)
+				for _, id := range sortedKeys(p.seq) { // the previous round's progress and heartbeats, before the tick
+					if k > 0 && !ended[id] {
+						steps := int64(0)
+						if ran[id] {
+							steps = 400
+						}
+						p.event(now-5, id, steps, protocol.EventProgress)
+					}
+				}
+				open, err := p.split.BeginTick(now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				solved := make(chan struct{})
+				var plan *policy.Plan
+				var solveErr error
+				go func() {
+					defer close(solved)
+					plan, solveErr = open.Solve()
+				}()
+				want, err := p.one.Tick(now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// While split's round is open: progress of jobs renewed
+				// this round, and the end of a job that neither ran
+				// last round nor runs now.
+				next := map[string]bool{}
+				for _, l := range want.Leases {
+					if l.Action == protocol.Run {
+						next[l.Job] = true
+					}
+				}
+				for _, l := range want.Leases {
+					if l.Action == protocol.Run && l.Extension {
+						p.event(now+1, l.Job, 120, protocol.EventProgress)
+						gapEvents++
+					}
+				}
+				if k == 6 {
+					for _, id := range sortedKeys(p.seq) {
+						if !ended[id] && !ran[id] && !next[id] && p.seq[id] > 0 {
+							p.event(now+2, id, 0, protocol.EventDone)
+							ended[id] = true
+							break
+						}
+					}
+				}
+				<-solved
+				got, err := p.split.EndTick(plan, solveErr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, _ := json.Marshal(want)
+				b, _ := json.Marshal(got)
+				if !bytes.Equal(a, b) {
+					t.Fatalf("round %d differs:\none-step %s\nsplit    %s", k, a, b)
+				}
+				ran = next
+			}
+			if len(ended) != 1 || gapEvents < 10 {
+				t.Fatalf("the test folded %d events and %d ends while rounds were open", gapEvents, len(ended))
+			}
+			if !bytes.Equal(coreState(t, p.one), coreState(t, p.split)) {
+				t.Error("the states (Core and policy) differ after the rounds")
+			}
+		})
+	}
+}
+
+// TestPipeline_AnOpenRoundRefusesASecondTickAndSnapshots: one round at a
+// time, and no snapshot of a half-done round.
+func TestPipeline_AnOpenRoundRefusesASecondTickAndSnapshots(t *testing.T) {
+	p := newPipelinePair(t, "gavel", 3)
+	open, err := p.split.BeginTick(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.split.BeginTick(11); err == nil {
+		t.Error("a second BeginTick while a round is open was accepted")
+	}
+	var e wire.Encoder
+	if err := p.split.appendState(&e); err == nil {
+		t.Error("a snapshot of an open round was taken")
+	}
+	if _, err := p.split.EndTick(open.Solve()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.split.EndTick(nil, nil); err == nil {
+		t.Error("EndTick without an open round was accepted")
+	}
+	if err := p.split.appendState(&e); err != nil {
+		t.Errorf("snapshot after the round closed: %v", err)
+	}
+}
+
+func sortedKeys(m map[string]uint64) []string { return slices.Sorted(maps.Keys(m)) }
