@@ -101,6 +101,7 @@ type Core struct {
 	open   *OpenRound   // the round between BeginTick and EndTick (pipeline.go)
 	frozen []policy.Job // the open round's copies of the jobs' views, reused
 	later  []policyCall // policy calls held back while a round is open
+	lent   bool         // the policy's state is being saved (snapshot_core.go)
 
 	nodes   []topology.Node // current membership, topology order
 	nodeAt  map[string]int  // node name → position in nodes

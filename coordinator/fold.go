@@ -106,6 +106,10 @@ type fold struct {
 	// meanwhile, folded in order once it closes (pipeline.go).
 	open *solving
 	held []record
+	// lending is closed when the policy's state, lent to a snapshot being
+	// written, is saved; the policy goes back to the Core before it is
+	// read again (snapshot.go).
+	lending chan struct{}
 }
 
 // heldOutcome is a held record and what folding it produced.
@@ -251,6 +255,7 @@ func (f *fold) tick(r record) outcome {
 		o.reject("stale_tick", fmt.Errorf("coordinator: tick for round %d, next round is %d", t.Round, f.core.NextRound()))
 		return o
 	}
+	f.returnPolicy()
 	open, err := f.core.BeginTick(f.now)
 	if err != nil {
 		o.err = err

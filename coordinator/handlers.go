@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -157,8 +158,10 @@ func (s *Service) startRound(r record, o *outcome) {
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)
 
-	dig, jobs, plan := digest(s.fold.core)
-	s.m.observeRound(rd, jobs, o.solve)
+	// The job table is copied here; hashing it, the per-job metrics and
+	// storing the summary run in the writer, off the loop.
+	jobs, plan := s.fold.core.Jobs(), s.fold.core.LastPlan()
+	s.m.observeRound(o.solve)
 	s.web.add(rd, o.solve)
 	for _, e := range rd.Lost {
 		s.log.Warn().Str("job", e.Job).Str("reason", e.Reason).Int("round", rd.Index).Msg("job lost")
@@ -168,17 +171,27 @@ func (s *Service) startRound(r record, o *outcome) {
 	}
 	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
 		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", o.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
-	snap := &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
-		GPUs: s.cfg.Core.GPUs, Digest: dig, Jobs: jobs, Plan: plan, Written: time.Now().UTC()}
+	sum := roundSummary{round: rd, jobs: jobs, plan: plan,
+		snap: &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
+			GPUs: s.cfg.Core.GPUs, Jobs: jobs, Written: time.Now().UTC()}}
 	select {
-	case s.snapq <- snap:
+	case s.snapq <- sum:
 	default:
 		select {
-		case <-s.snapq: // the writer fell behind: the newer snapshot wins
+		case <-s.snapq: // the writer fell behind: the newer summary wins
 		default:
 		}
-		s.snapq <- snap
+		s.snapq <- sum
 	}
+}
+
+// roundSummary is a round's summary for the writer: the job table and the
+// plan as the round left them.
+type roundSummary struct {
+	round *Round
+	jobs  []JobStatus
+	plan  *policy.Plan
+	snap  *Snapshot
 }
 
 // publishLeases sends each lease on its job's lease subject.
@@ -200,7 +213,10 @@ func (s *Service) writeSnapshots(ctx context.Context, st *storage) {
 		select {
 		case <-ctx.Done():
 			return
-		case snap := <-s.snapq:
+		case sum := <-s.snapq:
+			s.m.observeJobs(sum.round, sum.jobs)
+			snap := sum.snap
+			snap.Digest, snap.Plan = digestOf(sum.jobs, sum.plan)
 			data, err := encodeSnapshot(snap)
 			if err == nil {
 				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

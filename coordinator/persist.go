@@ -208,12 +208,18 @@ type Snapshot struct {
 // digest hashes the job table and the last plan.
 func digest(c *Core) (string, []JobStatus, json.RawMessage) {
 	jobs := c.Jobs()
+	d, pb := digestOf(jobs, c.LastPlan())
+	return d, jobs, pb
+}
+
+// digestOf hashes a job table and a plan; it returns the plan's JSON too.
+func digestOf(jobs []JobStatus, plan *policy.Plan) (string, json.RawMessage) {
 	jb, _ := json.Marshal(jobs)
-	pb, _ := json.Marshal(c.LastPlan())
+	pb, _ := json.Marshal(plan)
 	h := sha256.New()
 	h.Write(jb)
 	h.Write(pb)
-	return hex.EncodeToString(h.Sum(nil)[:16]), jobs, pb
+	return hex.EncodeToString(h.Sum(nil)[:16]), pb
 }
 
 // encodeSnapshot gzips the JSON of s: a 2,000-job table is about 600 kB of

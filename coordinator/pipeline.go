@@ -101,8 +101,12 @@ type policyCall struct {
 	view    *policy.Job // Complete and Admit: the job's view when called
 }
 
+// holding says whether policy calls wait: a round is open, or the
+// policy's state is being saved (lendPolicy).
+func (c *Core) holding() bool { return c.open != nil || c.lent }
+
 func (c *Core) observe(id string, elapsed float64, steps int64) {
-	if c.open != nil {
+	if c.holding() {
 		c.later = append(c.later, policyCall{kind: 'o', id: id, elapsed: elapsed, steps: steps})
 		return
 	}
@@ -110,7 +114,7 @@ func (c *Core) observe(id string, elapsed float64, steps int64) {
 }
 
 func (c *Core) remove(id string) {
-	if c.open != nil {
+	if c.holding() {
 		c.later = append(c.later, policyCall{kind: 'r', id: id})
 		return
 	}
@@ -124,7 +128,7 @@ func (c *Core) complete(v *policy.Job) {
 	switch {
 	case !ok:
 		c.remove(v.ID)
-	case c.open != nil:
+	case c.holding():
 		frozen := *v // the Core clears the job's measurements once it ended
 		c.later = append(c.later, policyCall{kind: 'c', id: v.ID, view: &frozen})
 	default:
@@ -134,7 +138,7 @@ func (c *Core) complete(v *policy.Job) {
 
 // admit re-announces a job whose registration changed (submit.go).
 func (c *Core) admit(v *policy.Job) {
-	if c.open != nil {
+	if c.holding() {
 		frozen := *v
 		c.later = append(c.later, policyCall{kind: 'a', id: v.ID, view: &frozen})
 		return

@@ -47,6 +47,18 @@ import (
 // rounds.
 const DefaultSnapshotRounds = 1
 
+// DefaultSnapshotShare is the default bound on the share of the loop's
+// time spent encoding snapshots. Up to a few thousand jobs a snapshot takes
+// the loop milliseconds and every round has one; at 10,000 jobs the state
+// is over 100 MB and one snapshot holds the loop for about half a second,
+// so they come every minute or so instead (a restart replays more records,
+// events wait behind a snapshot less often).
+const DefaultSnapshotShare = 0.01
+
+// snapshotCheap is the loop time under which a snapshot never defers the
+// next (small clusters keep one snapshot a round).
+const snapshotCheap = 20 * time.Millisecond
+
 // keepSnapshots is how many snapshots the store keeps.
 const keepSnapshots = 2
 
@@ -308,7 +320,7 @@ func (s *Service) finishRecovery(ctx context.Context, st *storage, snaps *snapsh
 // compacted up to the snapshot itself, taking the damage with it: the
 // state before the recovery is gone anyway.
 type stateWrite struct {
-	payload   []byte // sealed by the writer
+	parts     [][]byte // the payload, sealed by the writer
 	seq       uint64
 	round     int
 	recovered bool
@@ -324,14 +336,38 @@ func (s *Service) checkpoint(recovered bool) {
 		s.snapDue = s.snapDue || recovered
 		return
 	}
+	cost := s.snapTook + time.Duration(s.snapPolicy.Load())
+	if !recovered && cost >= snapshotCheap && time.Since(s.snapAt) < time.Duration(float64(cost)/s.cfg.SnapshotShare) {
+		return // the last one was expensive: wait (DefaultSnapshotShare)
+	}
 	s.snapDue = false
-	payload, err := s.fold.encodePayload()
+	start := time.Now()
+	head, tail, marshal, err := s.fold.encodeParts()
+	s.snapAt, s.snapTook = time.Now(), time.Since(start)
 	if err != nil {
 		s.m.snapshotErrors.Inc()
 		s.log.Error().Err(err).Msg("cannot snapshot the state")
 		return
 	}
-	w := stateWrite{payload: payload, seq: s.fold.seq, round: s.fold.core.NextRound(), recovered: recovered}
+	w := stateWrite{seq: s.fold.seq, round: s.fold.core.NextRound(), recovered: recovered}
+	done := make(chan struct{})
+	s.fold.lending = done
+	go func() {
+		// The policy's state, the larger part, is saved here while the
+		// loop goes on folding events; its time counts too.
+		start := time.Now()
+		state := marshal()
+		took := time.Since(start)
+		w.parts = [][]byte{head, blobLen(state), state, tail}
+		close(done)
+		s.handOver(w, took)
+	}()
+}
+
+// handOver gives a snapshot to the writer; a newer one replaces one the
+// writer has not taken yet.
+func (s *Service) handOver(w stateWrite, took time.Duration) {
+	s.snapPolicy.Store(int64(took))
 	select {
 	case s.stateq <- w:
 	default:
@@ -364,7 +400,7 @@ func (s *Service) writeStates(ctx context.Context, st *storage, snaps *snapshotS
 func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotStore, w stateWrite) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	data := sealSnapshot(w.seq, w.round, w.payload)
+	data := sealSnapshot(w.seq, w.round, w.parts...)
 	head := &StateSnapshot{Seq: w.seq}
 	if _, err := snaps.obj.PutBytes(ctx, snapshotName(head.Seq), data); err != nil {
 		return fmt.Errorf("writing %s: %w", snapshotName(head.Seq), err)

@@ -56,7 +56,13 @@ type ServiceConfig struct {
 	MaxJobsPerClient int
 	// SnapshotRounds is how often the state is snapshotted and the log
 	// compacted, in rounds (default DefaultSnapshotRounds; recovery.go).
+	// A large state is snapshotted less often: after a snapshot that
+	// held the loop for d, the next waits until SnapshotShare of the time
+	// since is d (recovery.go).
 	SnapshotRounds int
+	// SnapshotShare bounds the share of the loop's time spent encoding
+	// snapshots (default DefaultSnapshotShare); events wait meanwhile.
+	SnapshotShare float64
 	// Recover starts from the newest good snapshot when the log or the
 	// snapshots are damaged, discarding what was lost and saying so,
 	// instead of refusing to serve (the --recover-from-snapshot flag).
@@ -104,6 +110,12 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.SnapshotRounds == 0 {
 		c.SnapshotRounds = DefaultSnapshotRounds
+	}
+	if c.SnapshotShare == 0 {
+		c.SnapshotShare = DefaultSnapshotShare
+	}
+	if !(c.SnapshotShare > 0 && c.SnapshotShare <= 1) {
+		return fmt.Errorf("coordinator: snapshot share %g out of range (0, 1]", c.SnapshotShare)
 	}
 	if c.SnapshotRounds < 0 || c.LogMaxBytes < 0 {
 		return fmt.Errorf("coordinator: snapshot interval %d rounds or log limit %d bytes is negative", c.SnapshotRounds, c.LogMaxBytes)
@@ -156,7 +168,7 @@ type Service struct {
 	fold    *fold
 	in      chan record
 	statusq chan statusRequest
-	snapq   chan *Snapshot
+	snapq   chan roundSummary
 	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
 	ticked  chan error      // result of publishing a tick record
 	planned chan error      // result of publishing a plan record
@@ -165,17 +177,20 @@ type Service struct {
 
 	// Owned by the loop.
 	live       bool
-	catchUp    uint64    // the log's last sequence at start: the replay ends there
-	started    time.Time // start of the replay
-	expect     *Snapshot // the stored snapshot, verified during the replay
-	tickRound  int       // round of the tick record in flight, -1 if none
-	tickFired  time.Time // when the timer fired for it
-	tickWanted time.Time // when the next tick is due
-	roundFired time.Time // when the timer fired for the open round
-	planSent   int       // the open round whose plan record this leader appended, -1 if none
-	snapDue    bool      // a forced snapshot waits for the open round to close
-	deadline   time.Time // what the timer is set to
-	web        webLog    // recent rounds for the web view
+	catchUp    uint64        // the log's last sequence at start: the replay ends there
+	started    time.Time     // start of the replay
+	expect     *Snapshot     // the stored snapshot, verified during the replay
+	tickRound  int           // round of the tick record in flight, -1 if none
+	tickFired  time.Time     // when the timer fired for it
+	tickWanted time.Time     // when the next tick is due
+	roundFired time.Time     // when the timer fired for the open round
+	planSent   int           // the open round whose plan record this leader appended, -1 if none
+	snapDue    bool          // a forced snapshot waits for the open round to close
+	snapAt     time.Time     // when the last snapshot was encoded
+	snapTook   time.Duration // how long it held the loop
+	snapPolicy atomic.Int64  // how long saving the policy's state took, off the loop (ns)
+	deadline   time.Time     // what the timer is set to
+	web        webLog        // recent rounds for the web view
 	start      *startState
 	fatal      error // an integrity failure found while replaying: Run returns it
 	store      *storage
@@ -235,7 +250,7 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		fold:      newFold(subj, cfg.MaxMessageBytes),
 		in:        make(chan record, 4096),
 		statusq:   make(chan statusRequest, 64),
-		snapq:     make(chan *Snapshot, 1),
+		snapq:     make(chan roundSummary, 1),
 		stateq:    make(chan stateWrite, 1),
 		ticked:    make(chan error, 1),
 		agentq:    make(chan agentRequest, 256),
@@ -412,6 +427,8 @@ func (s *Service) loop(ctx context.Context) error {
 				s.tickRound = -1
 				s.tickWanted = time.Now().Add(min(time.Second, s.roundLength()))
 			}
+		case <-s.fold.lent():
+			s.fold.returnPolicy()
 		case <-s.solved():
 			s.closeRound(ctx)
 		case err := <-s.planned:

@@ -69,50 +69,109 @@ func (f *fold) encodeState() ([]byte, error) {
 // encodePayload writes the fold's state without the envelope: the part a
 // snapshot costs the loop (sealSnapshot, hashing it, runs in the writer).
 func (f *fold) encodePayload() ([]byte, error) {
+	f.returnPolicy()
+	var e wire.Encoder
+	if err := f.encodeHead(&e); err != nil {
+		return nil, err
+	}
+	if err := f.core.appendState(&e); err != nil {
+		return nil, err
+	}
+	if err := f.encodeTail(&e); err != nil {
+		return nil, err
+	}
+	return e.Bytes(), nil
+}
+
+// encodeParts is encodePayload with the policy's state left to another
+// goroutine: the payload is head, the policy's state as a blob (marshal's
+// result), then tail. Until returnPolicy the Core holds back its policy
+// calls and begins no round (snapshot_core.go, lendPolicy).
+func (f *fold) encodeParts() (head, tail []byte, marshal func() []byte, err error) {
+	f.returnPolicy()
+	var e wire.Encoder
+	if err := f.encodeHead(&e); err != nil {
+		return nil, nil, nil, err
+	}
+	if marshal, err = f.core.lendPolicy(&e); err != nil {
+		return nil, nil, nil, err
+	}
+	var t wire.Encoder
+	if err := f.encodeTail(&t); err != nil {
+		f.core.returnPolicy()
+		return nil, nil, nil, err
+	}
+	return e.Bytes(), t.Bytes(), marshal, nil
+}
+
+// returnPolicy waits for a lent policy's state to be saved and gives the
+// policy back to the Core.
+func (f *fold) returnPolicy() {
+	if f.lending == nil {
+		return
+	}
+	<-f.lending
+	f.lending = nil
+	f.core.returnPolicy()
+}
+
+// lent is closed when a lent policy can go back to the Core (nil: none is
+// lent).
+func (f *fold) lent() <-chan struct{} { return f.lending }
+
+func (f *fold) encodeHead(e *wire.Encoder) error {
 	if f.core == nil || f.cfg == nil {
-		return nil, errors.New("coordinator: nothing to snapshot before the configuration record")
+		return errors.New("coordinator: nothing to snapshot before the configuration record")
 	}
 	cfg, err := json.Marshal(f.cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var last []byte
 	if last, err = json.Marshal(f.last); err != nil {
-		return nil, fmt.Errorf("coordinator: snapshot of the last round: %w", err)
+		return fmt.Errorf("coordinator: snapshot of the last round: %w", err)
 	}
 	leases, err := leasesJSON(f.leases)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var e wire.Encoder
 	e.Blob(cfg)
 	e.F64(f.now)
 	e.U64(f.seq)
 	e.Blob(last)
 	e.Blob(leases)
-	if err := f.core.appendState(&e); err != nil {
-		return nil, err
-	}
-	run, err := f.run.marshal() // runner.go
-	if err != nil {
-		return nil, err
-	}
-	e.Blob(run)
-	f.appendFences(&e) // leader epoch and event budgets (caps.go), last: older snapshots lack them
-	return e.Bytes(), nil
+	return nil
 }
 
-// sealSnapshot puts the envelope around a payload.
-func sealSnapshot(seq uint64, round int, payload []byte) []byte {
-	out := make([]byte, snapshotHeader, snapshotHeader+len(payload))
+func (f *fold) encodeTail(e *wire.Encoder) error {
+	run, err := f.run.marshal() // runner.go
+	if err != nil {
+		return err
+	}
+	e.Blob(run)
+	f.appendFences(e) // leader epoch and event budgets (caps.go), last: older snapshots lack them
+	return nil
+}
+
+// sealSnapshot puts the envelope around a payload, given as the
+// concatenation of parts (one copy).
+func sealSnapshot(seq uint64, round int, parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, snapshotHeader, snapshotHeader+n)
 	copy(out, snapshotMagic)
 	binary.LittleEndian.PutUint32(out[8:], snapshotVersion)
 	binary.LittleEndian.PutUint64(out[16:], seq)
 	binary.LittleEndian.PutUint64(out[24:], uint64(round))
-	binary.LittleEndian.PutUint64(out[32:], uint64(len(payload)))
-	sum := snapshotDigest(out[:40], payload)
+	binary.LittleEndian.PutUint64(out[32:], uint64(n))
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	sum := snapshotDigest(out[:40], out[snapshotHeader:])
 	copy(out[40:72], sum[:])
-	return append(out, payload...)
+	return out
 }
 
 func snapshotDigest(head, payload []byte) [32]byte {
@@ -122,6 +181,13 @@ func snapshotDigest(head, payload []byte) [32]byte {
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum
+}
+
+// blobLen is the length prefix wire.Encoder.Blob writes before a blob.
+func blobLen(b []byte) []byte {
+	var e wire.Encoder
+	e.U64(uint64(len(b)))
+	return e.Bytes()
 }
 
 // DecodeStateSnapshot checks a state snapshot's envelope: magic, version,

@@ -33,6 +33,9 @@ func (c *Core) BeginTick(now float64) (*OpenRound, error) {
 	if c.open != nil {
 		return nil, fmt.Errorf("coordinator: round %d is still open", c.round)
 	}
+	if c.lent {
+		return nil, fmt.Errorf("coordinator: round %d: the policy's state is being saved", c.round)
+	}
 	if err := c.advance(now); err != nil {
 		return nil, err
 	}
