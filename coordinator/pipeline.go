@@ -36,6 +36,7 @@ type OpenRound struct {
 	snap   policy.Snapshot
 	none   bool // no nodes: the policy is not asked
 
+	admitted []policy.Job // copies of the views of the jobs admitted at this boundary
 	eligible []*job
 	waits    []policy.Explanation
 	lost     []protocol.Lease // SUSPEND leases of jobs marked lost
@@ -52,10 +53,15 @@ func (t *OpenRound) Round() int { return t.round }
 // Jobs is the number of jobs in the policy's snapshot.
 func (t *OpenRound) Jobs() int { return len(t.snap.Jobs) }
 
-// Solve asks the policy for the round's plan. It touches nothing but the
-// policy and the frozen snapshot, so it may run on another goroutine while
+// Solve announces the jobs admitted at this boundary to the policy, then
+// asks it for the round's plan. It touches nothing but the policy and the
+// frozen copies, so it may run on another goroutine while
 // the Core folds events; it must be called once, before EndTick.
 func (t *OpenRound) Solve() (*policy.Plan, error) {
+	for i := range t.admitted {
+		t.pol.Admit(&t.admitted[i])
+	}
+	t.admitted = nil
 	if t.none {
 		return &policy.Plan{Round: t.round, Run: []string{}, Note: "no nodes in the cluster"}, nil
 	}

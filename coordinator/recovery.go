@@ -140,6 +140,24 @@ func (s *snapshotStore) get(ctx context.Context, seq uint64) (*StateSnapshot, er
 	return snap, nil
 }
 
+// verify reads the snapshot covering seq back and checks it, as get does,
+// without holding it in memory.
+func (s *snapshotStore) verify(ctx context.Context, seq uint64) error {
+	r, err := s.obj.Get(ctx, snapshotName(seq))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSnapshotCorrupt, snapshotName(seq), err)
+	}
+	defer r.Close()
+	got, err := verifySealed(r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", snapshotName(seq), err)
+	}
+	if got != seq {
+		return fmt.Errorf("%w: %s holds the state at record %d", ErrSnapshotCorrupt, snapshotName(seq), got)
+	}
+	return nil
+}
+
 // startState is what a start found: the fold to continue (restored from
 // a snapshot, or fresh), where the replay begins, and in recovery what is
 // known to be lost.
@@ -400,16 +418,19 @@ func (s *Service) writeStates(ctx context.Context, st *storage, snaps *snapshotS
 func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotStore, w stateWrite) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	data := sealSnapshot(w.seq, w.round, w.parts...)
 	head := &StateSnapshot{Seq: w.seq}
-	if _, err := snaps.obj.PutBytes(ctx, snapshotName(head.Seq), data); err != nil {
+	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, sealedReader(w.seq, w.round, w.parts...))
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", snapshotName(head.Seq), err)
 	}
-	if _, err := snaps.get(ctx, head.Seq); err != nil {
+	w.parts = nil
+	if err := snaps.verify(ctx, head.Seq); err != nil {
 		return fmt.Errorf("reading back: %w", err)
 	}
-	s.m.snapshotSeq.Set(float64(head.Seq))
-	s.m.snapshotBytes.Set(float64(len(data)))
+	defer func() { // once the log is compacted behind it
+		s.m.snapshotSeq.Set(float64(head.Seq))
+		s.m.snapshotBytes.Set(float64(info.Size))
+	}()
 	seqs, err := snaps.list(ctx)
 	if err != nil {
 		return err
@@ -430,7 +451,7 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 	if err := st.stream.Purge(ctx, jetstream.WithPurgeSequence(upTo+1)); err != nil {
 		return fmt.Errorf("compacting the log up to record %d: %w", upTo, err)
 	}
-	s.log.Debug().Uint64("snapshot_seq", head.Seq).Int("bytes", len(data)).Uint64("compacted_to", upTo).Msg("state snapshot stored")
+	s.log.Debug().Uint64("snapshot_seq", head.Seq).Uint64("bytes", info.Size).Uint64("compacted_to", upTo).Msg("state snapshot stored")
 	return nil
 }
 

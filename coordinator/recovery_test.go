@@ -182,8 +182,8 @@ func TestIntegrity_ADamagedLogBlockRefusesToServeUnlessRecovering(t *testing.T) 
 			eventually(t, 10*time.Second, "rounds after the recovery", func() bool { return svc.Health().Rounds >= 2 })
 			// The recovery snapshot is taken once no round is open (the
 			// one the damage cut short closes first), and stored by the
-			// writer in the background.
-			eventually(t, 10*time.Second, "the recovery snapshot stored", func() bool {
+			// writer in the background, which then compacts the log.
+			eventually(t, 10*time.Second, "the recovery snapshot stored and the log compacted", func() bool {
 				var m dto.Metric
 				return svc.m.snapshotSeq.Write(&m) == nil && m.GetGauge().GetValue() > 0
 			})

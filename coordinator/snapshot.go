@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/shockwave-sched/shockwave/internal/wire"
@@ -197,31 +198,88 @@ func DecodeStateSnapshot(data []byte) (*StateSnapshot, error) {
 	if len(data) < snapshotHeader {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrSnapshotCorrupt, len(data), snapshotHeader)
 	}
-	if string(data[:8]) != snapshotMagic {
-		return nil, fmt.Errorf("%w: bad magic %q", ErrSnapshotCorrupt, data[:8])
-	}
-	if v := binary.LittleEndian.Uint32(data[8:]); v != snapshotVersion {
-		return nil, fmt.Errorf("%w: format version %d, this coordinator reads %d", ErrSnapshotCorrupt, v, snapshotVersion)
-	}
-	if fl := binary.LittleEndian.Uint32(data[12:]); fl != 0 {
-		return nil, fmt.Errorf("%w: unknown flags %#x", ErrSnapshotCorrupt, fl)
-	}
-	seq := binary.LittleEndian.Uint64(data[16:])
-	round := binary.LittleEndian.Uint64(data[24:])
-	n := binary.LittleEndian.Uint64(data[32:])
-	switch {
-	case n > MaxSnapshotBytes:
-		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the limit %d", ErrSnapshotCorrupt, n, MaxSnapshotBytes)
-	case n != uint64(len(data)-snapshotHeader):
-		return nil, fmt.Errorf("%w: header says %d payload bytes, found %d", ErrSnapshotCorrupt, n, len(data)-snapshotHeader)
-	case round > math.MaxInt32:
-		return nil, fmt.Errorf("%w: round %d out of range", ErrSnapshotCorrupt, round)
+	seq, round, err := checkHeader(data[:snapshotHeader], uint64(len(data)-snapshotHeader))
+	if err != nil {
+		return nil, err
 	}
 	payload := data[snapshotHeader:]
 	if sum := snapshotDigest(data[:40], payload); !bytes.Equal(sum[:], data[40:72]) {
 		return nil, fmt.Errorf("%w: SHA-256 mismatch (stored %x, computed %x)", ErrSnapshotCorrupt, data[40:48], sum[:8])
 	}
-	return &StateSnapshot{Seq: seq, Round: int(round), payload: payload}, nil
+	return &StateSnapshot{Seq: seq, Round: round, payload: payload}, nil
+}
+
+// checkHeader checks a snapshot's header against the length of the payload
+// that follows it and returns the sequence and round it names.
+func checkHeader(head []byte, found uint64) (seq uint64, round int, err error) {
+	if string(head[:8]) != snapshotMagic {
+		return 0, 0, fmt.Errorf("%w: bad magic %q", ErrSnapshotCorrupt, head[:8])
+	}
+	if v := binary.LittleEndian.Uint32(head[8:]); v != snapshotVersion {
+		return 0, 0, fmt.Errorf("%w: format version %d, this coordinator reads %d", ErrSnapshotCorrupt, v, snapshotVersion)
+	}
+	if fl := binary.LittleEndian.Uint32(head[12:]); fl != 0 {
+		return 0, 0, fmt.Errorf("%w: unknown flags %#x", ErrSnapshotCorrupt, fl)
+	}
+	seq = binary.LittleEndian.Uint64(head[16:])
+	r := binary.LittleEndian.Uint64(head[24:])
+	n := binary.LittleEndian.Uint64(head[32:])
+	switch {
+	case n > MaxSnapshotBytes:
+		return 0, 0, fmt.Errorf("%w: payload of %d bytes exceeds the limit %d", ErrSnapshotCorrupt, n, MaxSnapshotBytes)
+	case n != found:
+		return 0, 0, fmt.Errorf("%w: header says %d payload bytes, found %d", ErrSnapshotCorrupt, n, found)
+	case r > math.MaxInt32:
+		return 0, 0, fmt.Errorf("%w: round %d out of range", ErrSnapshotCorrupt, r)
+	}
+	return seq, int(r), nil
+}
+
+// sealedReader is sealSnapshot's output as a stream over parts, without
+// copying them: the writer stores a snapshot of any size with no second
+// copy in memory.
+func sealedReader(seq uint64, round int, parts ...[]byte) io.Reader {
+	head := make([]byte, snapshotHeader)
+	copy(head, snapshotMagic)
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	binary.LittleEndian.PutUint32(head[8:], snapshotVersion)
+	binary.LittleEndian.PutUint64(head[16:], seq)
+	binary.LittleEndian.PutUint64(head[24:], uint64(round))
+	binary.LittleEndian.PutUint64(head[32:], uint64(n))
+	h := sha256.New()
+	h.Write(head[:40])
+	readers := []io.Reader{bytes.NewReader(head)}
+	for _, p := range parts {
+		h.Write(p)
+		readers = append(readers, bytes.NewReader(p))
+	}
+	h.Sum(head[40:40])
+	return io.MultiReader(readers...)
+}
+
+// verifySealed reads a sealed snapshot from r and checks it as
+// DecodeStateSnapshot does, keeping no more than a buffer of it in memory.
+func verifySealed(r io.Reader) (seq uint64, err error) {
+	head := make([]byte, snapshotHeader)
+	if _, err := io.ReadFull(r, head); err != nil {
+		return 0, fmt.Errorf("%w: reading the header: %v", ErrSnapshotCorrupt, err)
+	}
+	h := sha256.New()
+	h.Write(head[:40])
+	found, err := io.Copy(h, io.LimitReader(r, MaxSnapshotBytes+1))
+	if err != nil {
+		return 0, fmt.Errorf("%w: reading the payload: %v", ErrSnapshotCorrupt, err)
+	}
+	if seq, _, err = checkHeader(head, uint64(found)); err != nil {
+		return 0, err
+	}
+	if sum := h.Sum(nil); !bytes.Equal(sum, head[40:72]) {
+		return 0, fmt.Errorf("%w: SHA-256 mismatch (stored %x, computed %x)", ErrSnapshotCorrupt, head[40:48], sum[:8])
+	}
+	return seq, nil
 }
 
 // restore builds a fold from the snapshot: a fresh Core and policy from

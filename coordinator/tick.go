@@ -57,7 +57,7 @@ func (c *Core) BeginTick(now float64) (*OpenRound, error) {
 		j.readmit = false
 		c.nextSeq++
 		c.active = append(c.active, j)
-		c.pol.Admit(&j.view)
+		t.admitted = append(t.admitted, j.view) // told to the policy in Solve, before Allocate
 	}
 	c.pending = c.pending[:0]
 	t.active = len(c.active)
