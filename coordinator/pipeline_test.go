@@ -183,3 +183,58 @@ func TestPipeline_AnOpenRoundRefusesASecondTickAndSnapshots(t *testing.T) {
 }
 
 func sortedKeys(m map[string]uint64) []string { return slices.Sorted(maps.Keys(m)) }
+
+// TestFold_ANewLeaderClosesTheRoundItsPredecessorOpened: a round opened by
+// one leader's tick is closed by the next leader's plan record; a plan
+// record of the deposed epoch, or a second one, changes nothing; events
+// are folded while the round is open and a registration waits for the
+// close.
+func TestFold_ANewLeaderClosesTheRoundItsPredecessorOpened(t *testing.T) {
+	h := newHistory(t, "gavel", policy.Options{}, 4, 3)
+	h.run(4, 2)
+	round := h.f.core.NextRound()
+	tick, _ := json.Marshal(tickRecord{V: 1, Round: round})
+	if o := h.append(h.subj.Prefix+"."+logTick, nil, tick); o.err != nil || h.f.open == nil {
+		t.Fatalf("the tick did not open round %d: %+v", round, o)
+	}
+	lead, _ := json.Marshal(leaderRecord{V: 1, ID: "next", Epoch: 1})
+	if o := h.append(h.subj.Prefix+"."+logLeader, nil, lead); o.kind != kindLeader || o.leader == nil {
+		t.Fatalf("the leader record waited for the round: %+v", o)
+	}
+	if o := h.plan(round); len(o.rejected) == 0 || o.rejected[0] != "stale_leader" || h.f.open == nil {
+		t.Fatalf("a plan record of the deposed epoch was not refused: %+v", o)
+	}
+	if o := h.append(h.subj.Prefix+"."+logRegister, nil, mustJSON(t, newJob("late", 1))); o.kind != kindHeld {
+		t.Fatalf("a registration while the round is open: %+v, want it held", o)
+	}
+	j := h.jobs[0]
+	h.events(j, false, 0)
+	if o := h.f.core.jobs[j.reg.Job]; o.lastSeq != j.seq {
+		t.Fatalf("an event while the round is open was not folded: seq %d, sent %d", o.lastSeq, j.seq)
+	}
+	plan, _ := json.Marshal(planRecord{V: 1, Round: round, Epoch: 1})
+	o := h.append(h.subj.Prefix+"."+logPlan, nil, plan)
+	if o.round == nil || h.f.open != nil {
+		t.Fatalf("the new leader's plan record did not close the round: %+v", o)
+	}
+	for _, l := range o.round.Leases {
+		if l.Epoch != 1 {
+			t.Fatalf("lease %+v does not carry the closing leader's epoch", l)
+		}
+	}
+	if len(o.held) != 1 || o.held[0].o.kind != kindRegister || o.held[0].o.answer.Error != nil {
+		t.Fatalf("the held registration was not folded at the close: %+v", o.held)
+	}
+	if o := h.append(h.subj.Prefix+"."+logPlan, nil, plan); len(o.rejected) == 0 || o.rejected[0] != "stale_plan" {
+		t.Fatalf("a second plan record for the closed round: %+v", o)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
