@@ -146,15 +146,21 @@ func (s *Service) startRound(r record, o *outcome) {
 		return
 	}
 	rd := o.round
-	s.publishLeases(rd.Leases)
-	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
-		s.log.Warn().Err(err).Msg("flushing leases")
-	}
-	published := time.Since(fired)
-	s.m.tickToLease.Observe(published.Seconds())
-	if s.cfg.onRound != nil {
-		s.cfg.onRound(o.round, published)
-	}
+	s.publishLeases(rd.Leases) // buffered, in order with later leases; one flush below
+	solve := o.solve
+	go func() {
+		// The flush waits for the server's answer; the loop does not.
+		if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+			s.log.Warn().Err(err).Msg("flushing leases")
+		}
+		published := time.Since(fired)
+		s.m.tickToLease.Observe(published.Seconds())
+		if s.cfg.onRound != nil {
+			s.cfg.onRound(rd, published)
+		}
+		s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
+			Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
+	}()
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)
 
@@ -169,8 +175,6 @@ func (s *Service) startRound(r record, o *outcome) {
 	for _, e := range rd.Ended {
 		s.log.Info().Str("job", e.Job).Str("state", string(e.State)).Str("reason", e.Reason).Msg("job ended")
 	}
-	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", o.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
 	sum := roundSummary{round: rd, jobs: jobs, plan: plan,
 		snap: &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
 			GPUs: s.cfg.Core.GPUs, Jobs: jobs, Written: time.Now().UTC()}}

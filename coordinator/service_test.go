@@ -171,6 +171,12 @@ func TestService_ASilentJobIsLostItsGPUGoesToAnotherAndItResumesWithItsProgress(
 	if row.StepsDone != 500 || len(row.GPUs) != 0 {
 		t.Errorf("lost job row %+v", row)
 	}
+	// The job is lost when its round begins; the SUSPEND lease goes out
+	// when the round's plan closes it, a moment later.
+	eventually(t, 10*time.Second, "a gets its revocation", func() bool {
+		_, ok := aLeases.find(func(l *protocol.Lease) bool { return l.Action != protocol.Run })
+		return ok
+	})
 	if l, ok := aLeases.find(func(l *protocol.Lease) bool { return l.Action != protocol.Run }); !ok {
 		t.Errorf("a got no SUSPEND lease: %v", aLeases)
 	} else if l.Action != protocol.Suspend {
