@@ -70,7 +70,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	defer nc.Close()
 	var mu sync.Mutex
-	var lat, ticks, all []time.Duration
+	var lat, stored, ticks, all []time.Duration
 	measuring := false
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave"}
 	cfg.onApply = func(r record, o *outcome) {
@@ -81,6 +81,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		mu.Lock()
 		if measuring && err == nil {
 			lat = append(lat, time.Since(time.Unix(0, sent)))
+			stored = append(stored, time.Since(r.Time))
 		}
 		mu.Unlock()
 	}
@@ -129,8 +130,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	mu.Lock()
 	measuring = false
 	cpu, wall := cpuTime(t)-before, time.Since(start)
-	l, tk, al := slices.Clone(lat), slices.Clone(ticks), slices.Clone(all)
+	l, st, tk, al := slices.Clone(lat), slices.Clone(stored), slices.Clone(ticks), slices.Clone(all)
 	mu.Unlock()
+	slices.Sort(st)
 	slices.Sort(l)
 	slices.Sort(tk)
 	slices.Sort(al)
@@ -142,6 +144,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	rss, peak := memory(t)
 	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
 	t.Logf("event to state: p50 %v, p99 %v, max %v", pct(l, 50), pct(l, 99), l[len(l)-1])
+	t.Logf("  of which stored in the log to state: p50 %v, p99 %v, max %v", pct(st, 50), pct(st, 99), st[len(st)-1])
 	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
 	t.Logf("round tick to last lease (every round with active jobs, the first included): p50 %v, p99 %v, max %v over %d rounds", pct(al, 50), pct(al, 99), al[len(al)-1], len(al))
 	for _, c := range children {
