@@ -255,8 +255,7 @@ func (f *fold) tick(r record) outcome {
 		o.reject("stale_tick", fmt.Errorf("coordinator: tick for round %d, next round is %d", t.Round, f.core.NextRound()))
 		return o
 	}
-	f.returnPolicy()
-	open, err := f.core.BeginTick(f.now)
+	open, err := f.core.BeginTick(f.now, f.lending) // a lent policy: the solve waits for it
 	if err != nil {
 		o.err = err
 		return o

@@ -37,6 +37,8 @@ type OpenRound struct {
 	none   bool // no nodes: the policy is not asked
 
 	admitted []policy.Job // copies of the views of the jobs admitted at this boundary
+	wait     <-chan struct{} // closed when a lent policy is free again
+	before   []policyCall    // calls held back while it was lent, made before Admit
 	eligible []*job
 	waits    []policy.Explanation
 	lost     []protocol.Lease // SUSPEND leases of jobs marked lost
@@ -58,6 +60,11 @@ func (t *OpenRound) Jobs() int { return len(t.snap.Jobs) }
 // frozen copies, so it may run on another goroutine while
 // the Core folds events; it must be called once, before EndTick.
 func (t *OpenRound) Solve() (*policy.Plan, error) {
+	if t.wait != nil {
+		<-t.wait
+	}
+	makeCalls(t.pol, t.before)
+	t.before = nil
 	for i := range t.admitted {
 		t.pol.Admit(&t.admitted[i])
 	}
@@ -100,7 +107,7 @@ func (c *Core) eventRound() int {
 
 // A policy call the Core holds back while a round is open.
 type policyCall struct {
-	kind    byte // 'o' Observe, 'r' Remove, 'c' Complete, 'a' Admit
+	kind    byte // 'o' Observe, 'r' Remove, 'c' Complete, 'a' Admit, 'f' Fail
 	id      string
 	elapsed float64
 	steps   int64
@@ -154,21 +161,36 @@ func (c *Core) admit(v *policy.Job) {
 
 // flushPolicy makes the calls held back while the round was open.
 func (c *Core) flushPolicy() {
-	for i := range c.later {
-		pc := &c.later[i]
+	makeCalls(c.pol, c.later)
+	c.later = c.later[:0]
+}
+
+func makeCalls(pol policy.Policy, calls []policyCall) {
+	for i := range calls {
+		pc := &calls[i]
 		switch pc.kind {
 		case 'o':
-			c.pol.Observe(pc.id, pc.elapsed, pc.steps)
+			pol.Observe(pc.id, pc.elapsed, pc.steps)
 		case 'r':
-			c.pol.Remove(pc.id)
+			pol.Remove(pc.id)
 		case 'c':
-			c.pol.(policy.Completer).Complete(pc.view)
+			pol.(policy.Completer).Complete(pc.view)
 		case 'a':
-			c.pol.Admit(pc.view)
+			pol.Admit(pc.view)
+		case 'f':
+			pol.Fail(pc.id)
 		}
 		*pc = policyCall{}
 	}
-	c.later = c.later[:0]
+}
+
+// fail reports a lease that made no progress (settle).
+func (c *Core) fail(id string) {
+	if c.holding() {
+		c.later = append(c.later, policyCall{kind: 'f', id: id})
+		return
+	}
+	c.pol.Fail(id)
 }
 
 // solving is an open round of the fold and its solve, which runs on its own

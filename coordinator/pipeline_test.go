@@ -75,7 +75,8 @@ func coreState(t *testing.T, c *Core) []byte {
 // with the policy solving on its own goroutine while progress of the
 // renewed jobs and the end of a waiting job are folded, every round (plan
 // and leases) and the whole state, the policy's included, are byte for
-// byte those of one-step ticks with the same events after them. Run with
+// byte those of one-step ticks with the same events after them, also when
+// a snapshot is saving the policy's state across the boundary. Run with
 // -race, it also shows that the solve reads nothing the events write.
 func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *testing.T) {
 	for _, name := range []string{"shockwave", "gavel", "themis"} {
@@ -86,6 +87,19 @@ func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *tes
 			gapEvents := 0
 			for k := range 14 {
 				now := 100 + 60*float64(k)
+				var lent chan struct{}
+				if k%3 == 2 { // a snapshot saves the policy's state meanwhile (snapshot_core.go)
+					var e wire.Encoder
+					marshal, err := p.split.lendPolicy(&e)
+					if err != nil {
+						t.Fatal(err)
+					}
+					lent = make(chan struct{})
+					go func() {
+						_ = marshal()
+						close(lent)
+					}()
+				}
 				for _, id := range sortedKeys(p.seq) { // the previous round's progress and heartbeats, before the tick
 					if k > 0 && !ended[id] {
 						steps := int64(0)
@@ -95,7 +109,11 @@ func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *tes
 						p.event(now-5, id, steps, protocol.EventProgress)
 					}
 				}
-				open, err := p.split.BeginTick(now)
+				var wait <-chan struct{}
+				if lent != nil {
+					wait = lent
+				}
+				open, err := p.split.BeginTick(now, wait)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -134,6 +152,10 @@ func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *tes
 						}
 					}
 				}
+				if lent != nil { // the policy comes back while the round is open
+					<-lent
+					p.split.returnPolicy()
+				}
 				<-solved
 				got, err := p.split.EndTick(plan, solveErr)
 				if err != nil {
@@ -160,11 +182,11 @@ func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *tes
 // time, and no snapshot of a half-done round.
 func TestPipeline_AnOpenRoundRefusesASecondTickAndSnapshots(t *testing.T) {
 	p := newPipelinePair(t, "gavel", 3)
-	open, err := p.split.BeginTick(10)
+	open, err := p.split.BeginTick(10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.split.BeginTick(11); err == nil {
+	if _, err := p.split.BeginTick(11, nil); err == nil {
 		t.Error("a second BeginTick while a round is open was accepted")
 	}
 	var e wire.Encoder

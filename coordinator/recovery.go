@@ -350,7 +350,7 @@ func (s *Service) checkpoint(recovered bool) {
 	if s.fold.core == nil || (!recovered && s.fold.core.NextRound()%s.cfg.SnapshotRounds != 0) {
 		return
 	}
-	if s.fold.open != nil { // a snapshot holds no open round: taken when it closes
+	if s.fold.open != nil || s.fold.lending != nil { // a snapshot holds no open round; one at a time
 		s.snapDue = s.snapDue || recovered
 		return
 	}

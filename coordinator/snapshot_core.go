@@ -96,10 +96,14 @@ func (c *Core) lendPolicy(e *wire.Encoder) (marshal func() []byte, err error) {
 }
 
 // returnPolicy ends a lendPolicy and makes the calls held back meanwhile.
+// While a round is open the calls stay held back: the open round's solve
+// makes those from before it (OpenRound.Solve) and EndTick the others.
 func (c *Core) returnPolicy() {
 	if c.lent {
 		c.lent = false
-		c.flushPolicy()
+		if c.open == nil {
+			c.flushPolicy()
+		}
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // Tick is BeginTick, Solve and EndTick in one step; the service runs them
 // apart, so that events are folded while the policy solves (pipeline.go).
 func (c *Core) Tick(now float64) (*Round, error) {
-	t, err := c.BeginTick(now)
+	t, err := c.BeginTick(now, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -28,13 +28,12 @@ func (c *Core) Tick(now float64) (*Round, error) {
 // jobs, then freezes the policy's input. The round is open until EndTick:
 // the Solve of the returned value may run on another goroutine meanwhile,
 // and the Core keeps folding events (pipeline.go). A second BeginTick
-// before EndTick is an error.
-func (c *Core) BeginTick(now float64) (*OpenRound, error) {
+// before EndTick is an error. When the policy is lent (lendPolicy) the
+// calls the boundary makes are held back with the earlier ones and the
+// Solve makes them, in order, once wait is closed.
+func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) {
 	if c.open != nil {
 		return nil, fmt.Errorf("coordinator: round %d is still open", c.round)
-	}
-	if c.lent {
-		return nil, fmt.Errorf("coordinator: round %d: the policy's state is being saved", c.round)
 	}
 	if err := c.advance(now); err != nil {
 		return nil, err
@@ -61,6 +60,9 @@ func (c *Core) BeginTick(now float64) (*OpenRound, error) {
 	}
 	c.pending = c.pending[:0]
 	t.active = len(c.active)
+	if c.lent { // the calls held back so far belong to the solve, after the policy is back
+		t.wait, t.before, c.later = wait, c.later, nil
+	}
 	t.ended, c.ended = c.ended, nil
 	t.lostJobs, c.life.lost = c.life.lost, nil
 	t.snap = policy.Snapshot{Round: c.round, Now: now, GPUs: c.total, RoundSeconds: c.cfg.RoundSeconds, Nodes: c.nodeSizes()}
@@ -138,7 +140,7 @@ func (c *Core) settle() []protocol.Lease {
 		j.failures++
 		j.leaseBatch = j.view.BatchSize
 		c.measure(j)
-		c.pol.Fail(j.view.ID)
+		c.fail(j.view.ID)
 		if c.cfg.MaxFailedLeases > 0 && j.failures >= c.cfg.MaxFailedLeases {
 			reason := fmt.Sprintf("%d consecutive leases without progress", j.failures)
 			c.end(j, Failed, reason)
