@@ -36,7 +36,7 @@ type OpenRound struct {
 	snap   policy.Snapshot
 	none   bool // no nodes: the policy is not asked
 
-	admitted []policy.Job // copies of the views of the jobs admitted at this boundary
+	admitted []policy.Job    // copies of the views of the jobs admitted at this boundary
 	wait     <-chan struct{} // closed when a lent policy is free again
 	before   []policyCall    // calls held back while it was lent, made before Admit
 	eligible []*job
