@@ -22,6 +22,11 @@ type record struct {
 	Subject string
 	Header  nats.Header
 	Data    []byte
+	// batch is Data decoded, when the reader decoded an event batch
+	// before handing the record over (a pure function of Data, so the
+	// fold's result is the same); decErr is that decoding's error.
+	batch  *protocol.Batch
+	decErr error
 }
 
 func recordOf(m jetstream.Msg) (record, error) {
@@ -215,7 +220,10 @@ func (f *fold) events(job string, r record) outcome {
 		o.reject("rate_limited", err)
 		return o
 	}
-	b, err := protocol.DecodeBatch(r.Data, f.limit)
+	b, err := r.batch, r.decErr
+	if b == nil && err == nil {
+		b, err = protocol.DecodeBatch(r.Data, f.limit)
+	}
 	if err != nil {
 		o.reject(protocol.Reason(err), err)
 		return o

@@ -367,6 +367,11 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
 		s.log.Error().Err(err).Msg("log record without metadata")
 		return
 	}
+	if _, ok := s.subj.EventsJob(r.Subject); ok {
+		// Decoding is most of an event's cost: done here, the loop only
+		// folds (the fold decodes the same bytes to the same batch).
+		r.batch, r.decErr = protocol.DecodeBatch(r.Data, s.cfg.MaxMessageBytes)
+	}
 	select {
 	case s.in <- r:
 	case <-ctx.Done():
