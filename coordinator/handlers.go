@@ -146,21 +146,8 @@ func (s *Service) startRound(r record, o *outcome) {
 		return
 	}
 	rd := o.round
-	s.publishLeases(rd.Leases) // buffered, in order with later leases; one flush below
-	solve := o.solve
-	go func() {
-		// The flush waits for the server's answer; the loop does not.
-		if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
-			s.log.Warn().Err(err).Msg("flushing leases")
-		}
-		published := time.Since(fired)
-		s.m.tickToLease.Observe(published.Seconds())
-		if s.cfg.onRound != nil {
-			s.cfg.onRound(rd, published)
-		}
-		s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-			Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
-	}()
+	s.enqueueLeases(leaseBatch{leases: rd.Leases, round: rd, fired: fired, solve: o.solve})
+
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)
 
@@ -198,17 +185,71 @@ type roundSummary struct {
 	snap  *Snapshot
 }
 
-// publishLeases sends each lease on its job's lease subject.
+// publishLeases hands leases to the publisher, which sends each on its
+// job's lease subject, in the order they were handed over.
 func (s *Service) publishLeases(leases []protocol.Lease) {
-	for i := range leases {
-		l := &leases[i]
-		data, _ := json.Marshal(l)
-		if err := s.nc.Publish(s.subj.Lease(l.Job), data); err != nil {
-			s.log.Warn().Err(err).Str("job", l.Job).Msg("cannot publish a lease")
-			continue
-		}
-		s.m.observeLease(l)
+	if len(leases) > 0 {
+		s.enqueueLeases(leaseBatch{leases: leases})
 	}
+}
+
+// leaseBatch is leases to publish: a round's (round set; flushed, and the
+// tick to last lease measured) or those an event or a start produced.
+type leaseBatch struct {
+	leases []protocol.Lease
+	round  *Round
+	fired  time.Time
+	solve  time.Duration
+	gen    uint64 // the leadership term they were made in (Service.gen)
+}
+
+func (s *Service) enqueueLeases(b leaseBatch) {
+	b.gen = s.gen.Load()
+	s.leaseq <- b
+}
+
+// publishing sends the leases the loop hands over, in order, so that a
+// slow connection to the server (an in-process pipe when the server is
+// embedded) holds this goroutine and not the loop. Leases of a term that
+// ended (the coordinator was deposed) are dropped.
+func (s *Service) publishing(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-s.leaseq:
+			if b.gen != s.gen.Load() {
+				continue
+			}
+			for i := range b.leases {
+				l := &b.leases[i]
+				data, _ := json.Marshal(l)
+				if err := s.nc.Publish(s.subj.Lease(l.Job), data); err != nil {
+					s.log.Warn().Err(err).Str("job", l.Job).Msg("cannot publish a lease")
+					continue
+				}
+				s.m.observeLease(l)
+			}
+			if b.round != nil {
+				s.roundPublished(b)
+			}
+		}
+	}
+}
+
+// roundPublished flushes a round's leases and measures the time from its
+// tick to the last lease delivered to the server.
+func (s *Service) roundPublished(b leaseBatch) {
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn().Err(err).Msg("flushing leases")
+	}
+	rd, published := b.round, time.Since(b.fired)
+	s.m.tickToLease.Observe(published.Seconds())
+	if s.cfg.onRound != nil {
+		s.cfg.onRound(rd, published)
+	}
+	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
+		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", b.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
 }
 
 // writeSnapshots stores the snapshots the loop hands over, newest first.

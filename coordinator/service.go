@@ -172,6 +172,8 @@ type Service struct {
 	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
 	ticked  chan error      // result of publishing a tick record
 	planned chan error      // result of publishing a plan record
+	leaseq  chan leaseBatch // leases for the publisher (handlers.go)
+	gen     atomic.Uint64   // leadership terms ended: leases of an earlier one are not sent
 	agentq  chan agentRequest
 	agents  agentState // node liveness, owned by the loop (agents.go)
 
@@ -258,6 +260,7 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		tickRound: -1,
 		planSent:  -1,
 		planned:   make(chan error, 1),
+		leaseq:    make(chan leaseBatch, 4096),
 	}, nil
 }
 
@@ -319,6 +322,7 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.writeSnapshots(ctx, st) })
 	wg.Go(func() { s.writeStates(ctx, st, snaps) })
 	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
+	wg.Go(func() { s.publishing(ctx) })
 	err = s.loop(ctx)
 	if err != nil {
 		msg := err.Error()

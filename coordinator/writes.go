@@ -104,6 +104,7 @@ func (s *Service) depose(err error) {
 	s.m.deposed.Inc()
 	s.log.Error().Err(err).Uint64("epoch", s.epoch).Msg("deposed: no more leases, ticks or answers from this coordinator")
 	s.epoch, s.live = 0, false
+	s.gen.Add(1) // leases queued but not yet sent are dropped
 	s.ready.Store(false)
 	s.unsubscribe()
 	s.tickRound, s.planSent, s.roundFired = -1, -1, time.Time{}
