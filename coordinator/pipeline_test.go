@@ -2,11 +2,15 @@ package coordinator
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shockwave-sched/shockwave/internal/wire"
 	"github.com/shockwave-sched/shockwave/policy"
@@ -259,4 +263,43 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestService_ARoundOpenAtTheEndOfTheLogIsClosedByTheNextCoordinator: a
+// coordinator that died between a round's tick record and its plan record
+// left the round open; the next one replays the tick, solves, appends the
+// plan record under its own epoch, publishes the round's leases and goes
+// on with the rounds after it.
+func TestService_ARoundOpenAtTheEndOfTheLogIsClosedByTheNextCoordinator(t *testing.T) {
+	e := newEnv(t, 1, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy = "shockwave" })
+	nc := e.client()
+	register(t, nc, e.subj, newJob("a", 1))
+	eventually(t, 10*time.Second, "two rounds", func() bool { return e.svc.Health().Rounds >= 2 })
+	e.stopService()
+	round, epoch := e.svc.nextRound(), e.svc.logEpoch.Load()
+	// What the dead coordinator wrote last: the tick of the next round.
+	owner, err := e.emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	js, err := jetstream.New(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, e.subj.Prefix+"."+logTick, mustJSON(t, tickRecord{V: protocol.Version, Round: round, Epoch: epoch})); err != nil {
+		t.Fatal(err)
+	}
+	leases := watchLeases(t, nc, e.subj.Lease("a"))
+	e.startService()
+	eventually(t, 10*time.Second, "the open round's lease", func() bool {
+		_, ok := leases.find(func(l *protocol.Lease) bool { return l.Round == round && l.Epoch > epoch })
+		return ok
+	})
+	eventually(t, 10*time.Second, "rounds after it", func() bool { return status(t, nc, e.subj).Round > round+2 })
+	if h := e.svc.Health(); h.Epoch <= epoch {
+		t.Errorf("the log's epoch %d did not move past the dead coordinator's %d", h.Epoch, epoch)
+	}
 }
