@@ -648,6 +648,11 @@ func (s *Service) goLive() {
 	} else {
 		s.subs = append(s.subs, agents...)
 	}
+	// The server knows the subscriptions before /healthz says OK: a job
+	// that registers then finds a responder.
+	if err := s.nc.FlushTimeout(time.Second); err != nil {
+		s.log.Warn().Err(err).Msg("flushing the subscriptions")
+	}
 	s.resizeIfNeeded(s.runCtx)
 	now := time.Now()
 	s.tickWanted = now.Add(s.roundLength())
