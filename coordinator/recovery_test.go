@@ -145,8 +145,8 @@ func TestIntegrity_ADamagedLogBlockRefusesToServeUnlessRecovering(t *testing.T) 
 			_, stop := startJobs(t, nc, e.subj, ids, 1)
 			eventually(t, 10*time.Second, "five rounds", func() bool { return e.svc.Health().Rounds >= 5 })
 			quiesce(t, e, stop)
-			before := e.svc.nextRound()
 			e.close()
+			before := e.svc.nextRound() // stopped: the loop's state may be read
 			damageLog(t, e.dir, how)
 
 			err, svc, _ := runDamaged(t, e, false)
@@ -174,8 +174,8 @@ func TestIntegrity_ADamagedLogBlockRefusesToServeUnlessRecovering(t *testing.T) 
 			if !strings.Contains(h.Recovery, "log records lost") || !strings.Contains(h.Recovery, "rounds rolled back") {
 				t.Errorf("the recovery does not say what was lost: %+v", h)
 			}
-			t.Logf("recovered: %s (next round %d, was %d)", h.Recovery, svc.nextRound(), before)
-			st := status(t, e.client(), e.subj)
+			st := status(t, e.client(), e.subj) // the loop's state, read through the loop
+			t.Logf("recovered: %s (next round %d, was %d)", h.Recovery, st.Round, before)
 			if len(st.Jobs) != len(ids) {
 				t.Errorf("jobs after the recovery: %+v", st.Jobs)
 			}
