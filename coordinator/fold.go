@@ -263,6 +263,9 @@ func (f *fold) tick(r record) outcome {
 		o.reject("stale_tick", fmt.Errorf("coordinator: tick for round %d, next round is %d", t.Round, f.core.NextRound()))
 		return o
 	}
+	if !t.Open {
+		return f.wholeTick(t, o)
+	}
 	open, err := f.core.BeginTick(f.now, f.lending) // a lent policy: the solve waits for it
 	if err != nil {
 		o.err = err
@@ -270,6 +273,36 @@ func (f *fold) tick(r record) outcome {
 	}
 	f.open = startSolve(open)
 	return o
+}
+
+// wholeTick folds a tick record written before rounds had plan records:
+// the whole boundary at once, as it was folded when it was written.
+func (f *fold) wholeTick(t *tickRecord, o outcome) outcome {
+	f.returnPolicy()
+	start := time.Now()
+	round, err := f.core.Tick(f.now)
+	o.solve = time.Since(start)
+	if err != nil {
+		o.err = err
+		return o
+	}
+	f.closed(round, t.Epoch, &o)
+	return o
+}
+
+// closed records a round that started: its leases carry epoch.
+func (f *fold) closed(round *Round, epoch uint64, o *outcome) {
+	for i := range round.Leases {
+		round.Leases[i].Epoch = epoch
+	}
+	o.round, f.last = round, round
+	clear(f.leases)
+	for _, l := range round.Leases {
+		if l.Action == protocol.Run {
+			f.leases[l.Job] = l
+		}
+	}
+	f.run.afterTick(f.leases)
 }
 
 // plan closes the open round: the policy's plan is placed and the leases
@@ -297,17 +330,7 @@ func (f *fold) plan(r record) outcome {
 	if err != nil {
 		o.err = err
 	} else {
-		for i := range round.Leases {
-			round.Leases[i].Epoch = p.Epoch
-		}
-		o.round, f.last = round, round
-		clear(f.leases)
-		for _, l := range round.Leases {
-			if l.Action == protocol.Run {
-				f.leases[l.Job] = l
-			}
-		}
-		f.run.afterTick(f.leases)
+		f.closed(round, p.Epoch, &o)
 	}
 	held := f.held
 	f.held = nil

@@ -150,7 +150,7 @@ func (h *history) round(k int) {
 		h.registerAgain(h.jobs[k%len(h.jobs)])
 	}
 	round := h.f.core.NextRound()
-	data, _ := json.Marshal(tickRecord{V: protocol.Version, Round: round})
+	data, _ := json.Marshal(tickRecord{V: protocol.Version, Round: round, Open: true})
 	h.now = h.now.Add(60 * time.Second)
 	h.append(h.subj.Prefix+"."+logTick, nil, data)
 	if k%3 == 1 {

@@ -151,6 +151,10 @@ type tickRecord struct {
 	V     int    `json:"v"`
 	Round int    `json:"round"`
 	Epoch uint64 `json:"epoch,omitempty"` // the writer's leader epoch (leader.go)
+	// Open says the round stays open until its plan record (pipeline.go).
+	// A tick without it, from a log written before plan records existed,
+	// is a whole round boundary, folded as it was then.
+	Open bool `json:"open,omitempty"`
 }
 
 func decodeTickRecord(data []byte) (*tickRecord, error) {

@@ -219,7 +219,7 @@ func TestFold_ANewLeaderClosesTheRoundItsPredecessorOpened(t *testing.T) {
 	h := newHistory(t, "gavel", policy.Options{}, 4, 3)
 	h.run(4, 2)
 	round := h.f.core.NextRound()
-	tick, _ := json.Marshal(tickRecord{V: 1, Round: round})
+	tick, _ := json.Marshal(tickRecord{V: 1, Round: round, Open: true})
 	if o := h.append(h.subj.Prefix+"."+logTick, nil, tick); o.err != nil || h.f.open == nil {
 		t.Fatalf("the tick did not open round %d: %+v", round, o)
 	}
@@ -289,7 +289,7 @@ func TestService_ARoundOpenAtTheEndOfTheLogIsClosedByTheNextCoordinator(t *testi
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := js.Publish(ctx, e.subj.Prefix+"."+logTick, mustJSON(t, tickRecord{V: protocol.Version, Round: round, Epoch: epoch})); err != nil {
+	if _, err := js.Publish(ctx, e.subj.Prefix+"."+logTick, mustJSON(t, tickRecord{V: protocol.Version, Round: round, Epoch: epoch, Open: true})); err != nil {
 		t.Fatal(err)
 	}
 	leases := watchLeases(t, nc, e.subj.Lease("a"))
@@ -301,5 +301,27 @@ func TestService_ARoundOpenAtTheEndOfTheLogIsClosedByTheNextCoordinator(t *testi
 	eventually(t, 10*time.Second, "rounds after it", func() bool { return status(t, nc, e.subj).Round > round+2 })
 	if h := e.svc.Health(); h.Epoch <= epoch {
 		t.Errorf("the log's epoch %d did not move past the dead coordinator's %d", h.Epoch, epoch)
+	}
+}
+
+// TestFold_ATickOfALogWithoutPlanRecordsIsAWholeRound: a log written
+// before plan records existed replays as it was folded then — each tick a
+// whole round boundary — and a plan record after it changes nothing.
+func TestFold_ATickOfALogWithoutPlanRecordsIsAWholeRound(t *testing.T) {
+	h := newHistory(t, "gavel", policy.Options{}, 4, 5)
+	for i := range 3 {
+		h.register(i)
+	}
+	for round := range 3 {
+		o := h.append(h.subj.Prefix+"."+logTick, nil, mustJSON(t, tickRecord{V: 1, Round: round}))
+		if o.round == nil || o.round.Index != round || h.f.open != nil {
+			t.Fatalf("the tick of round %d was not a whole round: %+v (open %v)", round, o, h.f.open != nil)
+		}
+		if o := h.plan(round); len(o.rejected) == 0 || o.rejected[0] != "stale_plan" {
+			t.Fatalf("a plan record after a whole round: %+v", o)
+		}
+		for _, j := range h.jobs {
+			h.events(j, false, round)
+		}
 	}
 }

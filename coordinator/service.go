@@ -494,7 +494,7 @@ func (s *Service) fireTick(ctx context.Context) {
 	}
 	round := s.fold.core.NextRound()
 	s.tickRound, s.tickFired = round, time.Now()
-	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch})
+	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch, Open: true})
 	go func() {
 		err := s.append(ctx, s.subj.Prefix+"."+logTick, data, nil)
 		if ctx.Err() == nil {
@@ -552,6 +552,11 @@ func (s *Service) after(r record, o *outcome, held bool) {
 		s.publishLeases(o.exits)
 	case kindTick:
 		s.openRound(o)
+		if o.round != nil { // a whole round from an older log (fold.go)
+			s.startRound(r, o)
+			s.publishDesired()
+			s.checkpoint(false)
+		}
 	case kindPlan:
 		if len(o.rejected) > 0 { // a duplicate or stale plan record: the open round is not concerned
 			s.log.Warn().Err(o.err).Uint64("seq", r.Seq).Msg("plan record ignored")
