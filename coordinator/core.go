@@ -98,6 +98,11 @@ type Core struct {
 	ended   []Ended // since the previous tick
 	life    liveness
 
+	open   *OpenRound   // the round between BeginTick and EndTick (pipeline.go)
+	frozen []policy.Job // the open round's copies of the jobs' views, reused
+	later  []policyCall // policy calls held back while a round is open
+	lent   bool         // the policy's state is being saved (snapshot_core.go)
+
 	nodes   []topology.Node // current membership, topology order
 	nodeAt  map[string]int  // node name → position in nodes
 	total   int             // GPUs of nodes
@@ -239,7 +244,7 @@ func (c *Core) progress(j *job, e *protocol.Event) *protocol.Lease {
 	j.leaseElapsed += e.Elapsed
 	j.leaseBatch = e.BatchSize
 	c.measure(j)
-	c.pol.Observe(v.ID, e.Elapsed, e.Steps)
+	c.observe(v.ID, e.Elapsed, e.Steps)
 	if j.limit > 0 && v.RunTime > j.limit {
 		reason := fmt.Sprintf("run time %.0fs exceeds the limit %.0fs", v.RunTime, j.limit)
 		c.end(j, Expired, reason)
@@ -253,7 +258,7 @@ func (c *Core) progress(j *job, e *protocol.Event) *protocol.Lease {
 // measure records the throughput of the current lease under the index of
 // the round whose start folds it in (spec §3.3 step 2.5, §4.2).
 func (c *Core) measure(j *job) {
-	m := policy.Measurement{Round: c.round, BatchSize: j.leaseBatch}
+	m := policy.Measurement{Round: c.eventRound(), BatchSize: j.leaseBatch}
 	if j.leaseElapsed > 0 {
 		m.Throughput = float64(j.leaseSteps) / j.leaseElapsed
 	}
@@ -270,19 +275,25 @@ func (c *Core) end(j *job, s JobState, reason string) {
 	if i := slices.Index(c.active, j); i >= 0 {
 		c.active = slices.Delete(c.active, i, i+1)
 	}
-	if cp, ok := c.pol.(policy.Completer); ok && s == Completed {
-		cp.Complete(&j.view)
+	if s == Completed {
+		c.complete(&j.view)
 	} else {
-		c.pol.Remove(j.view.ID)
+		c.remove(j.view.ID)
 	}
 	j.view.Measurements = nil // read by nobody once the job ended: snapshots stay bounded by the live jobs
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 
+// lease is a lease issued now, outside a round boundary's placement: it
+// belongs to the round events are folded into.
 func (c *Core) lease(j *job, a protocol.Action) protocol.Lease {
+	return c.leaseAt(j, a, c.eventRound(), c.now)
+}
+
+func (c *Core) leaseAt(j *job, a protocol.Action, round int, start float64) protocol.Lease {
 	return protocol.Lease{
-		V: protocol.Version, Job: j.view.ID, Round: c.round, Action: a,
-		Start: c.now, Expiry: c.now + c.cfg.RoundSeconds + c.cfg.LeaseGraceSeconds,
+		V: protocol.Version, Job: j.view.ID, Round: round, Action: a,
+		Start: start, Expiry: start + c.cfg.RoundSeconds + c.cfg.LeaseGraceSeconds,
 	}
 }
 

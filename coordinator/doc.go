@@ -96,7 +96,22 @@
 // Service (service.go) is one goroutine that owns the Core, in the shape of
 // etcd raft's node.run: NATS handlers decode and validate requests and hand
 // them over; the loop folds the log, answers status requests, starts rounds
-// on a timer and publishes leases. Subjects and messages are those of
+// on a timer and publishes leases.
+//
+// A round is two log records (pipeline.go). Its tick record opens it:
+// Core.BeginTick settles the previous round, admits pending jobs and
+// freezes a copy of the policy's input, and the policy solves on its own
+// goroutine while the loop goes on folding job events. When the solve
+// ends, the leader appends a plan record; folding it closes the round
+// (Core.EndTick: placement and leases). While a round is open the Core
+// holds back its calls to the policy and makes them after Allocate, the
+// order a one-step Core.Tick makes them in, and every record other than
+// job events and leader records waits for the close. Where the round
+// closes is a record of the log, so a replay reaches the same state; a
+// new leader closes a round its predecessor opened. The simulator calls
+// Core.Tick, which is the three steps at once. Snapshots are taken
+// between rounds; the policy's part is encoded off the loop in the same
+// way (its calls held back until it is saved). Subjects and messages are those of
 // package protocol. The coordinator embeds a NATS server with JetStream
 // (StartEmbedded) unless it is given a cluster to connect to.
 //

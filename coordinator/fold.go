@@ -22,6 +22,11 @@ type record struct {
 	Subject string
 	Header  nats.Header
 	Data    []byte
+	// batch is Data decoded, when the reader decoded an event batch
+	// before handing the record over (a pure function of Data, so the
+	// fold's result is the same); decErr is that decoding's error.
+	batch  *protocol.Batch
+	decErr error
 }
 
 func recordOf(m jetstream.Msg) (record, error) {
@@ -44,6 +49,8 @@ const (
 	kindEvents   = "events"
 	kindRegister = "register"
 	kindTick     = "tick"
+	kindPlan     = "plan"
+	kindHeld     = "held" // folded when the open round closes
 	kindConfig   = "config"
 	kindLeader   = "leader"
 	kindUnknown  = "unknown"
@@ -59,8 +66,9 @@ type outcome struct {
 	accepted int                     // events accepted
 	rejected []string                // one reason per rejected event or message
 	err      error                   // the first rejection, or a tick's error
-	round    *Round                  // tick: the round it started
-	solve    time.Duration           // tick: how long Core.Tick took
+	round    *Round                  // plan: the round it started
+	solve    time.Duration           // plan: how long the policy's solve took
+	held     []heldOutcome           // plan: records held while the round was open, folded after it
 	exits    []protocol.Lease        // EXIT leases returned by events
 	leader   *leaderRecord           // leader: the record
 	// Records of agents and submissions (runner.go): the reply to send, and
@@ -98,6 +106,21 @@ type fold struct {
 	epoch uint64
 	// budgets are the event budgets of known jobs (caps.go).
 	budgets map[string]*budget
+	// open is the round between its tick and its plan record, and held
+	// the records other than events and leader records that arrived
+	// meanwhile, folded in order once it closes (pipeline.go).
+	open *solving
+	held []record
+	// lending is closed when the policy's state, lent to a snapshot being
+	// written, is saved; the policy goes back to the Core before it is
+	// read again (snapshot.go).
+	lending chan struct{}
+}
+
+// heldOutcome is a held record and what folding it produced.
+type heldOutcome struct {
+	r record
+	o outcome
 }
 
 func newFold(subj protocol.Subjects, limit int) *fold {
@@ -108,6 +131,10 @@ func newFold(subj protocol.Subjects, limit int) *fold {
 func (f *fold) apply(r record) outcome {
 	f.seq = r.Seq
 	f.now = max(f.now, seconds(r.Time))
+	if f.open != nil && f.heldBack(r) {
+		f.held = append(f.held, r)
+		return outcome{kind: kindHeld}
+	}
 	switch {
 	case r.Subject == f.subj.Prefix+"."+logConfig:
 		return f.config(r)
@@ -119,6 +146,8 @@ func (f *fold) apply(r record) outcome {
 		return f.register(r)
 	case r.Subject == f.subj.Prefix+"."+logTick:
 		return f.tick(r)
+	case r.Subject == f.subj.Prefix+"."+logPlan:
+		return f.plan(r)
 	case r.Subject == f.subj.Prefix+"."+logLeader:
 		return f.leader(r)
 	case r.Subject == f.subj.Prefix+"."+logCluster:
@@ -191,7 +220,10 @@ func (f *fold) events(job string, r record) outcome {
 		o.reject("rate_limited", err)
 		return o
 	}
-	b, err := protocol.DecodeBatch(r.Data, f.limit)
+	b, err := r.batch, r.decErr
+	if b == nil && err == nil {
+		b, err = protocol.DecodeBatch(r.Data, f.limit)
+	}
 	if err != nil {
 		o.reject(protocol.Reason(err), err)
 		return o
@@ -231,6 +263,22 @@ func (f *fold) tick(r record) outcome {
 		o.reject("stale_tick", fmt.Errorf("coordinator: tick for round %d, next round is %d", t.Round, f.core.NextRound()))
 		return o
 	}
+	if !t.Open {
+		return f.wholeTick(t, o)
+	}
+	open, err := f.core.BeginTick(f.now, f.lending) // a lent policy: the solve waits for it
+	if err != nil {
+		o.err = err
+		return o
+	}
+	f.open = startSolve(open)
+	return o
+}
+
+// wholeTick folds a tick record written before rounds had plan records:
+// the whole boundary at once, as it was folded when it was written.
+func (f *fold) wholeTick(t *tickRecord, o outcome) outcome {
+	f.returnPolicy()
 	start := time.Now()
 	round, err := f.core.Tick(f.now)
 	o.solve = time.Since(start)
@@ -238,8 +286,14 @@ func (f *fold) tick(r record) outcome {
 		o.err = err
 		return o
 	}
+	f.closed(round, t.Epoch, &o)
+	return o
+}
+
+// closed records a round that started: its leases carry epoch.
+func (f *fold) closed(round *Round, epoch uint64, o *outcome) {
 	for i := range round.Leases {
-		round.Leases[i].Epoch = t.Epoch
+		round.Leases[i].Epoch = epoch
 	}
 	o.round, f.last = round, round
 	clear(f.leases)
@@ -249,7 +303,53 @@ func (f *fold) tick(r record) outcome {
 		}
 	}
 	f.run.afterTick(f.leases)
+}
+
+// plan closes the open round: the policy's plan is placed and the leases
+// issued, then the records held while it was open are folded.
+func (f *fold) plan(r record) outcome {
+	o := outcome{kind: kindPlan}
+	p, err := decodePlanRecord(r.Data)
+	if err != nil {
+		o.reject("invalid", err)
+		return o
+	}
+	if p.Epoch < f.epoch {
+		o.reject("stale_leader", fmt.Errorf("coordinator: plan of round %d from epoch %d; the log's leader epoch is %d", p.Round, p.Epoch, f.epoch))
+		return o
+	}
+	if f.open == nil || f.open.t.Round() != p.Round {
+		o.reject("stale_plan", fmt.Errorf("coordinator: plan for round %d, which is not open", p.Round))
+		return o
+	}
+	s := f.open
+	f.open = nil
+	<-s.done
+	o.solve = s.took
+	round, err := f.core.EndTick(s.plan, s.err)
+	if err != nil {
+		o.err = err
+	} else {
+		f.closed(round, p.Epoch, &o)
+	}
+	held := f.held
+	f.held = nil
+	for _, h := range held {
+		o.held = append(o.held, heldOutcome{r: h, o: f.apply(h)})
+	}
 	return o
+}
+
+// heldBack says whether a record that arrives while a round is open waits for
+// it to close: everything but job events, which are folded at once (the
+// point of the open round), and leader records, which only raise the
+// epoch (a new leader must see its own record to close the round).
+func (f *fold) heldBack(r record) bool {
+	if r.Subject == f.subj.Prefix+"."+logLeader || r.Subject == f.subj.Prefix+"."+logPlan {
+		return false
+	}
+	_, events := f.subj.EventsJob(r.Subject)
+	return !events
 }
 
 // rejectReason names the class of an error for the rejection metrics.

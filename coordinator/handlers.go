@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -131,11 +132,11 @@ func (s *Service) answerStatus(req statusRequest) {
 
 // startRound publishes a live round's leases, then records it.
 func (s *Service) startRound(r record, o *outcome) {
-	fired := s.tickFired
-	if s.tickRound < 0 {
-		fired = time.Now() // a tick we did not fire (a duplicate, or another coordinator's)
+	fired := s.roundFired
+	if fired.IsZero() {
+		fired = time.Now()
 	}
-	s.tickRound = -1
+	s.roundFired, s.planSent = time.Time{}, -1
 	if o.round == nil {
 		if o.err != nil {
 			s.m.roundErrors.Inc()
@@ -145,20 +146,15 @@ func (s *Service) startRound(r record, o *outcome) {
 		return
 	}
 	rd := o.round
-	s.publishLeases(rd.Leases)
-	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
-		s.log.Warn().Err(err).Msg("flushing leases")
-	}
-	published := time.Since(fired)
-	s.m.tickToLease.Observe(published.Seconds())
-	if s.cfg.onRound != nil {
-		s.cfg.onRound(o.round, published)
-	}
+	s.enqueueLeases(leaseBatch{leases: rd.Leases, round: rd, fired: fired, solve: o.solve})
+
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)
 
-	dig, jobs, plan := digest(s.fold.core)
-	s.m.observeRound(rd, jobs, o.solve)
+	// The job table is copied here; hashing it, the per-job metrics and
+	// storing the summary run in the writer, off the loop.
+	jobs, plan := s.fold.core.Jobs(), s.fold.core.LastPlan()
+	s.m.observeRound(o.solve)
 	s.web.add(rd, o.solve)
 	for _, e := range rd.Lost {
 		s.log.Warn().Str("job", e.Job).Str("reason", e.Reason).Int("round", rd.Index).Msg("job lost")
@@ -166,32 +162,94 @@ func (s *Service) startRound(r record, o *outcome) {
 	for _, e := range rd.Ended {
 		s.log.Info().Str("job", e.Job).Str("state", string(e.State)).Str("reason", e.Reason).Msg("job ended")
 	}
-	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", o.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
-	snap := &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
-		GPUs: s.cfg.Core.GPUs, Digest: dig, Jobs: jobs, Plan: plan, Written: time.Now().UTC()}
+	sum := roundSummary{round: rd, jobs: jobs, plan: plan,
+		snap: &Snapshot{V: protocol.Version, Round: rd.Index, Seq: r.Seq, Time: rd.Start, Policy: s.cfg.Policy,
+			GPUs: s.cfg.Core.GPUs, Jobs: jobs, Written: time.Now().UTC()}}
 	select {
-	case s.snapq <- snap:
+	case s.snapq <- sum:
 	default:
 		select {
-		case <-s.snapq: // the writer fell behind: the newer snapshot wins
+		case <-s.snapq: // the writer fell behind: the newer summary wins
 		default:
 		}
-		s.snapq <- snap
+		s.snapq <- sum
 	}
 }
 
-// publishLeases sends each lease on its job's lease subject.
+// roundSummary is a round's summary for the writer: the job table and the
+// plan as the round left them.
+type roundSummary struct {
+	round *Round
+	jobs  []JobStatus
+	plan  *policy.Plan
+	snap  *Snapshot
+}
+
+// publishLeases hands leases to the publisher, which sends each on its
+// job's lease subject, in the order they were handed over.
 func (s *Service) publishLeases(leases []protocol.Lease) {
-	for i := range leases {
-		l := &leases[i]
-		data, _ := json.Marshal(l)
-		if err := s.nc.Publish(s.subj.Lease(l.Job), data); err != nil {
-			s.log.Warn().Err(err).Str("job", l.Job).Msg("cannot publish a lease")
-			continue
-		}
-		s.m.observeLease(l)
+	if len(leases) > 0 {
+		s.enqueueLeases(leaseBatch{leases: leases})
 	}
+}
+
+// leaseBatch is leases to publish: a round's (round set; flushed, and the
+// tick to last lease measured) or those an event or a start produced.
+type leaseBatch struct {
+	leases []protocol.Lease
+	round  *Round
+	fired  time.Time
+	solve  time.Duration
+	gen    uint64 // the leadership term they were made in (Service.gen)
+}
+
+func (s *Service) enqueueLeases(b leaseBatch) {
+	b.gen = s.gen.Load()
+	s.leaseq <- b
+}
+
+// publishing sends the leases the loop hands over, in order, so that a
+// slow connection to the server (an in-process pipe when the server is
+// embedded) holds this goroutine and not the loop. Leases of a term that
+// ended (the coordinator was deposed) are dropped.
+func (s *Service) publishing(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-s.leaseq:
+			if b.gen != s.gen.Load() {
+				continue
+			}
+			for i := range b.leases {
+				l := &b.leases[i]
+				data, _ := json.Marshal(l)
+				if err := s.nc.Publish(s.subj.Lease(l.Job), data); err != nil {
+					s.log.Warn().Err(err).Str("job", l.Job).Msg("cannot publish a lease")
+					continue
+				}
+				s.m.observeLease(l)
+			}
+			if b.round != nil {
+				s.roundPublished(b)
+			}
+		}
+	}
+}
+
+// roundPublished flushes a round's leases and measures the time from its
+// tick to the last lease delivered to the server.
+func (s *Service) roundPublished(b leaseBatch) {
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn().Err(err).Msg("flushing leases")
+	}
+	rd, published := b.round, time.Since(b.fired)
+	s.m.tickToLease.Observe(published.Seconds())
+	if s.cfg.onRound != nil {
+		s.cfg.onRound(rd, published)
+	}
+	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
+		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", b.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
 }
 
 // writeSnapshots stores the snapshots the loop hands over, newest first.
@@ -200,7 +258,10 @@ func (s *Service) writeSnapshots(ctx context.Context, st *storage) {
 		select {
 		case <-ctx.Done():
 			return
-		case snap := <-s.snapq:
+		case sum := <-s.snapq:
+			s.m.observeJobs(sum.round, sum.jobs)
+			snap := sum.snap
+			snap.Digest, snap.Plan = digestOf(sum.jobs, sum.plan)
 			data, err := encodeSnapshot(snap)
 			if err == nil {
 				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

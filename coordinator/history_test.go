@@ -149,9 +149,29 @@ func (h *history) round(k int) {
 	if k%9 == 4 && len(h.jobs) > 0 { // an SDK restart: the same registration again
 		h.registerAgain(h.jobs[k%len(h.jobs)])
 	}
-	data, _ := json.Marshal(tickRecord{V: protocol.Version, Round: h.f.core.NextRound()})
+	round := h.f.core.NextRound()
+	data, _ := json.Marshal(tickRecord{V: protocol.Version, Round: round, Open: true})
 	h.now = h.now.Add(60 * time.Second)
 	h.append(h.subj.Prefix+"."+logTick, nil, data)
+	if k%3 == 1 {
+		// While the round solves: heartbeats folded at once, an SDK
+		// restart's registration held until the round closes.
+		for _, j := range h.jobs[:min(3, len(h.jobs))] {
+			if !j.finished && (k < j.silentFrom || k >= j.silentFrom+j.silentFor) {
+				h.events(j, false, k)
+			}
+		}
+		if len(h.jobs) > 1 {
+			h.registerAgain(h.jobs[1])
+		}
+	}
+	h.plan(round)
+}
+
+// plan appends the plan record that closes round.
+func (h *history) plan(round int) outcome {
+	data, _ := json.Marshal(planRecord{V: protocol.Version, Round: round})
+	return h.append(h.subj.Prefix+"."+logPlan, nil, data)
 }
 
 func (h *history) events(j *synthJob, running bool, k int) {

@@ -110,11 +110,13 @@ func TestSquatting_ADuplicateAckOfACoordinatorWriteIsAnErrorAndRetried(t *testin
 func forgeries(e *env) map[string][]byte {
 	stream, bucket := streamNames(e.subj.Prefix)
 	tick, _ := json.Marshal(tickRecord{V: 1, Round: 1 << 20, Epoch: 1 << 40})
+	plan, _ := json.Marshal(planRecord{V: 1, Round: 0, Epoch: 1 << 40})
 	cfg, _ := json.Marshal(configRecord{V: 1, GPUs: 9999, RoundSeconds: 1, Policy: "forged"})
 	reg, _ := json.Marshal(newJob("forged", 1))
 	lead, _ := json.Marshal(leaderRecord{V: 1, ID: "forged", Epoch: 1 << 40})
 	return map[string][]byte{
 		e.subj.Prefix + "." + logTick:                             tick,
+		e.subj.Prefix + "." + logPlan:                             plan,
 		e.subj.Prefix + "." + logConfig:                           cfg,
 		e.subj.Prefix + "." + logRegister:                         reg,
 		e.subj.Prefix + "." + logLeader:                           lead,

@@ -183,7 +183,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 		j.state = Lost
 		j.leaseRound, j.workers, j.devices, j.leaseSteps, j.leaseElapsed = -1, nil, nil, 0, 0
 		c.active = slices.DeleteFunc(c.active, func(a *job) bool { return a == j })
-		c.pol.Remove(j.view.ID)
+		c.remove(j.view.ID)
 		c.life.lost = append(c.life.lost, Ended{Job: j.view.ID, State: Lost, Time: now, Reason: reason})
 	}
 	return leases

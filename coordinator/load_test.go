@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,7 +70,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	defer nc.Close()
 	var mu sync.Mutex
-	var lat, ticks, all []time.Duration
+	var lat, stored, ticks, all []time.Duration
 	measuring := false
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave"}
 	cfg.onApply = func(r record, o *outcome) {
@@ -78,6 +81,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		mu.Lock()
 		if measuring && err == nil {
 			lat = append(lat, time.Since(time.Unix(0, sent)))
+			stored = append(stored, time.Since(r.Time))
 		}
 		mu.Unlock()
 	}
@@ -120,12 +124,15 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	measuring = true
 	mu.Unlock()
 	start := time.Now()
+	stopProfile := startLoadProfile(t)
 	time.Sleep(time.Duration(window) * time.Second)
+	stopProfile()
 	mu.Lock()
 	measuring = false
 	cpu, wall := cpuTime(t)-before, time.Since(start)
-	l, tk, al := slices.Clone(lat), slices.Clone(ticks), slices.Clone(all)
+	l, st, tk, al := slices.Clone(lat), slices.Clone(stored), slices.Clone(ticks), slices.Clone(all)
 	mu.Unlock()
+	slices.Sort(st)
 	slices.Sort(l)
 	slices.Sort(tk)
 	slices.Sort(al)
@@ -137,6 +144,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	rss, peak := memory(t)
 	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
 	t.Logf("event to state: p50 %v, p99 %v, max %v", pct(l, 50), pct(l, 99), l[len(l)-1])
+	t.Logf("  of which stored in the log to state: p50 %v, p99 %v, max %v", pct(st, 50), pct(st, 99), st[len(st)-1])
 	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
 	t.Logf("round tick to last lease (every round with active jobs, the first included): p50 %v, p99 %v, max %v over %d rounds", pct(al, 50), pct(al, 99), al[len(al)-1], len(al))
 	for _, c := range children {
@@ -299,6 +307,35 @@ func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, wor
 		m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
 		if err := nc.PublishMsg(m); err != nil {
 			return
+		}
+	}
+}
+
+// startLoadProfile writes a CPU profile of the measured window and a heap
+// profile at its end into $SHOCKWAVE_LOAD_PROFILE (a directory), when set.
+func startLoadProfile(t *testing.T) (stop func()) {
+	dir := os.Getenv("SHOCKWAVE_LOAD_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		runtime.GC()
+		h, err := os.Create(filepath.Join(dir, "heap.pprof"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		if err := pprof.WriteHeapProfile(h); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -81,10 +81,15 @@ func (m *Metrics) observeEvents(o *outcome, stored time.Time) {
 	m.eventLag.Observe(time.Since(stored).Seconds())
 }
 
-// observeRound counts a round's leases and refreshes the job gauges.
-func (m *Metrics) observeRound(r *Round, jobs []JobStatus, solve time.Duration) {
+// observeRound counts a round and its solve time.
+func (m *Metrics) observeRound(solve time.Duration) {
 	m.rounds.Inc()
 	m.solve.Observe(solve.Seconds())
+}
+
+// observeJobs refreshes the job gauges after round r (one goroutine at a
+// time: the summary writer).
+func (m *Metrics) observeJobs(r *Round, jobs []JobStatus) {
 	byState := map[JobState]int{Pending: 0, Active: 0, Lost: 0, Completed: 0, Failed: 0, Expired: 0}
 	for _, j := range jobs {
 		byState[JobState(j.State)]++

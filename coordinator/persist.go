@@ -39,6 +39,7 @@ const (
 	logConfig   = "log.config"
 	logRegister = "log.register"
 	logTick     = "log.tick"
+	logPlan     = "log.plan"
 )
 
 // Headers of log records.
@@ -150,6 +151,10 @@ type tickRecord struct {
 	V     int    `json:"v"`
 	Round int    `json:"round"`
 	Epoch uint64 `json:"epoch,omitempty"` // the writer's leader epoch (leader.go)
+	// Open says the round stays open until its plan record (pipeline.go).
+	// A tick without it, from a log written before plan records existed,
+	// is a whole round boundary, folded as it was then.
+	Open bool `json:"open,omitempty"`
 }
 
 func decodeTickRecord(data []byte) (*tickRecord, error) {
@@ -161,6 +166,29 @@ func decodeTickRecord(data []byte) (*tickRecord, error) {
 	}
 	if r.V != protocol.Version || r.Round < 0 {
 		return nil, fmt.Errorf("coordinator: tick record: version %d, round %d", r.V, r.Round)
+	}
+	return &r, nil
+}
+
+// planRecord closes round Round, which its tick record opened: the round's
+// plan is placed and its leases issued at this point of the log (fold.go,
+// pipeline.go). The plan itself is not in the record: it is a function of
+// the state at the tick, so a replay computes the same one.
+type planRecord struct {
+	V     int    `json:"v"`
+	Round int    `json:"round"`
+	Epoch uint64 `json:"epoch,omitempty"` // the writer's leader epoch
+}
+
+func decodePlanRecord(data []byte) (*planRecord, error) {
+	var r planRecord
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("coordinator: plan record: %w", err)
+	}
+	if r.V != protocol.Version || r.Round < 0 {
+		return nil, fmt.Errorf("coordinator: plan record: version %d, round %d", r.V, r.Round)
 	}
 	return &r, nil
 }
@@ -184,12 +212,18 @@ type Snapshot struct {
 // digest hashes the job table and the last plan.
 func digest(c *Core) (string, []JobStatus, json.RawMessage) {
 	jobs := c.Jobs()
+	d, pb := digestOf(jobs, c.LastPlan())
+	return d, jobs, pb
+}
+
+// digestOf hashes a job table and a plan; it returns the plan's JSON too.
+func digestOf(jobs []JobStatus, plan *policy.Plan) (string, json.RawMessage) {
 	jb, _ := json.Marshal(jobs)
-	pb, _ := json.Marshal(c.LastPlan())
+	pb, _ := json.Marshal(plan)
 	h := sha256.New()
 	h.Write(jb)
 	h.Write(pb)
-	return hex.EncodeToString(h.Sum(nil)[:16]), jobs, pb
+	return hex.EncodeToString(h.Sum(nil)[:16]), pb
 }
 
 // encodeSnapshot gzips the JSON of s: a 2,000-job table is about 600 kB of

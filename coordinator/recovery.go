@@ -47,6 +47,18 @@ import (
 // rounds.
 const DefaultSnapshotRounds = 1
 
+// DefaultSnapshotShare is the default bound on the share of the loop's
+// time spent encoding snapshots. Up to a few thousand jobs a snapshot takes
+// the loop milliseconds and every round has one; at 10,000 jobs the state
+// is over 100 MB and one snapshot holds the loop for about half a second,
+// so they come every minute or so instead (a restart replays more records,
+// events wait behind a snapshot less often).
+const DefaultSnapshotShare = 0.01
+
+// snapshotCheap is the loop time under which a snapshot never defers the
+// next (small clusters keep one snapshot a round).
+const snapshotCheap = 20 * time.Millisecond
+
 // keepSnapshots is how many snapshots the store keeps.
 const keepSnapshots = 2
 
@@ -126,6 +138,24 @@ func (s *snapshotStore) get(ctx context.Context, seq uint64) (*StateSnapshot, er
 		return nil, fmt.Errorf("%w: %s holds the state at record %d", ErrSnapshotCorrupt, snapshotName(seq), snap.Seq)
 	}
 	return snap, nil
+}
+
+// verify reads the snapshot covering seq back and checks it, as get does,
+// without holding it in memory.
+func (s *snapshotStore) verify(ctx context.Context, seq uint64) error {
+	r, err := s.obj.Get(ctx, snapshotName(seq))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSnapshotCorrupt, snapshotName(seq), err)
+	}
+	defer r.Close()
+	got, err := verifySealed(r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", snapshotName(seq), err)
+	}
+	if got != seq {
+		return fmt.Errorf("%w: %s holds the state at record %d", ErrSnapshotCorrupt, snapshotName(seq), got)
+	}
+	return nil
 }
 
 // startState is what a start found: the fold to continue (restored from
@@ -308,7 +338,7 @@ func (s *Service) finishRecovery(ctx context.Context, st *storage, snaps *snapsh
 // compacted up to the snapshot itself, taking the damage with it: the
 // state before the recovery is gone anyway.
 type stateWrite struct {
-	payload   []byte // sealed by the writer
+	parts     [][]byte // the payload, sealed by the writer
 	seq       uint64
 	round     int
 	recovered bool
@@ -320,13 +350,42 @@ func (s *Service) checkpoint(recovered bool) {
 	if s.fold.core == nil || (!recovered && s.fold.core.NextRound()%s.cfg.SnapshotRounds != 0) {
 		return
 	}
-	payload, err := s.fold.encodePayload()
+	if s.fold.open != nil || s.fold.lending != nil { // a snapshot holds no open round; one at a time
+		s.snapDue = s.snapDue || recovered
+		return
+	}
+	cost := s.snapTook + time.Duration(s.snapPolicy.Load())
+	if !recovered && cost >= snapshotCheap && time.Since(s.snapAt) < time.Duration(float64(cost)/s.cfg.SnapshotShare) {
+		return // the last one was expensive: wait (DefaultSnapshotShare)
+	}
+	s.snapDue = false
+	start := time.Now()
+	head, tail, marshal, err := s.fold.encodeParts()
+	s.snapAt, s.snapTook = time.Now(), time.Since(start)
 	if err != nil {
 		s.m.snapshotErrors.Inc()
 		s.log.Error().Err(err).Msg("cannot snapshot the state")
 		return
 	}
-	w := stateWrite{payload: payload, seq: s.fold.seq, round: s.fold.core.NextRound(), recovered: recovered}
+	w := stateWrite{seq: s.fold.seq, round: s.fold.core.NextRound(), recovered: recovered}
+	done := make(chan struct{})
+	s.fold.lending = done
+	go func() {
+		// The policy's state, the larger part, is saved here while the
+		// loop goes on folding events; its time counts too.
+		start := time.Now()
+		state := marshal()
+		took := time.Since(start)
+		w.parts = [][]byte{head, blobLen(state), state, tail}
+		close(done)
+		s.handOver(w, took)
+	}()
+}
+
+// handOver gives a snapshot to the writer; a newer one replaces one the
+// writer has not taken yet.
+func (s *Service) handOver(w stateWrite, took time.Duration) {
+	s.snapPolicy.Store(int64(took))
 	select {
 	case s.stateq <- w:
 	default:
@@ -359,16 +418,19 @@ func (s *Service) writeStates(ctx context.Context, st *storage, snaps *snapshotS
 func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotStore, w stateWrite) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	data := sealSnapshot(w.seq, w.round, w.payload)
 	head := &StateSnapshot{Seq: w.seq}
-	if _, err := snaps.obj.PutBytes(ctx, snapshotName(head.Seq), data); err != nil {
+	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, sealedReader(w.seq, w.round, w.parts...))
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", snapshotName(head.Seq), err)
 	}
-	if _, err := snaps.get(ctx, head.Seq); err != nil {
+	w.parts = nil
+	if err := snaps.verify(ctx, head.Seq); err != nil {
 		return fmt.Errorf("reading back: %w", err)
 	}
-	s.m.snapshotSeq.Set(float64(head.Seq))
-	s.m.snapshotBytes.Set(float64(len(data)))
+	defer func() { // once the log is compacted behind it
+		s.m.snapshotSeq.Set(float64(head.Seq))
+		s.m.snapshotBytes.Set(float64(info.Size))
+	}()
 	seqs, err := snaps.list(ctx)
 	if err != nil {
 		return err
@@ -389,7 +451,7 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 	if err := st.stream.Purge(ctx, jetstream.WithPurgeSequence(upTo+1)); err != nil {
 		return fmt.Errorf("compacting the log up to record %d: %w", upTo, err)
 	}
-	s.log.Debug().Uint64("snapshot_seq", head.Seq).Int("bytes", len(data)).Uint64("compacted_to", upTo).Msg("state snapshot stored")
+	s.log.Debug().Uint64("snapshot_seq", head.Seq).Uint64("bytes", info.Size).Uint64("compacted_to", upTo).Msg("state snapshot stored")
 	return nil
 }
 

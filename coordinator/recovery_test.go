@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	dto "github.com/prometheus/client_model/go"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -144,8 +145,8 @@ func TestIntegrity_ADamagedLogBlockRefusesToServeUnlessRecovering(t *testing.T) 
 			_, stop := startJobs(t, nc, e.subj, ids, 1)
 			eventually(t, 10*time.Second, "five rounds", func() bool { return e.svc.Health().Rounds >= 5 })
 			quiesce(t, e, stop)
-			before := e.svc.nextRound()
 			e.close()
+			before := e.svc.nextRound() // stopped: the loop's state may be read
 			damageLog(t, e.dir, how)
 
 			err, svc, _ := runDamaged(t, e, false)
@@ -173,12 +174,19 @@ func TestIntegrity_ADamagedLogBlockRefusesToServeUnlessRecovering(t *testing.T) 
 			if !strings.Contains(h.Recovery, "log records lost") || !strings.Contains(h.Recovery, "rounds rolled back") {
 				t.Errorf("the recovery does not say what was lost: %+v", h)
 			}
-			t.Logf("recovered: %s (next round %d, was %d)", h.Recovery, svc.nextRound(), before)
-			st := status(t, e.client(), e.subj)
+			st := status(t, e.client(), e.subj) // the loop's state, read through the loop
+			t.Logf("recovered: %s (next round %d, was %d)", h.Recovery, st.Round, before)
 			if len(st.Jobs) != len(ids) {
 				t.Errorf("jobs after the recovery: %+v", st.Jobs)
 			}
 			eventually(t, 10*time.Second, "rounds after the recovery", func() bool { return svc.Health().Rounds >= 2 })
+			// The recovery snapshot is taken once no round is open (the
+			// one the damage cut short closes first), and stored by the
+			// writer in the background, which then compacts the log.
+			eventually(t, 10*time.Second, "the recovery snapshot stored and the log compacted", func() bool {
+				var m dto.Metric
+				return svc.m.snapshotSeq.Write(&m) == nil && m.GetGauge().GetValue() > 0
+			})
 			stopSvc()
 			e.emb.Shutdown()
 

@@ -102,8 +102,10 @@ func TestSnapshot_TheLeaderEpochAndEventBudgetsSurviveARestore(t *testing.T) {
 	h.append(h.subj.Prefix+"."+logRegister, nil, reg)
 	lead, _ := json.Marshal(leaderRecord{V: 1, ID: "x", Epoch: 7})
 	h.append(h.subj.Prefix+"."+logLeader, nil, lead)
-	tick, _ := json.Marshal(tickRecord{V: 1, Round: 0, Epoch: 7})
+	tick, _ := json.Marshal(tickRecord{V: 1, Round: 0, Epoch: 7, Open: true})
 	h.append(h.subj.Prefix+"."+logTick, nil, tick)
+	plan, _ := json.Marshal(planRecord{V: 1, Round: 0, Epoch: 7})
+	h.append(h.subj.Prefix+"."+logPlan, nil, plan)
 	batch, _ := json.Marshal(protocol.Batch{V: 1, Job: "b", Events: []protocol.Event{heartbeat(1, 0)}})
 	h.append(h.subj.Events("b"), nil, batch)
 	data, err := h.f.encodeState()
@@ -122,8 +124,8 @@ func TestSnapshot_TheLeaderEpochAndEventBudgetsSurviveARestore(t *testing.T) {
 		t.Errorf("restored epoch %d, budgets %v; want 7 and %v", f.epoch, f.budgets, h.f.budgets)
 	}
 	// A stale tick after the restore is refused as it was live.
-	stale, _ := json.Marshal(tickRecord{V: 1, Round: 1, Epoch: 6})
-	if o := f.apply(record{Seq: snap.Seq + 1, Time: h.now.Add(time.Second), Subject: h.subj.Prefix + "." + logTick, Data: stale}); o.round != nil {
+	stale, _ := json.Marshal(tickRecord{V: 1, Round: 1, Epoch: 6, Open: true})
+	if o := f.apply(record{Seq: snap.Seq + 1, Time: h.now.Add(time.Second), Subject: h.subj.Prefix + "." + logTick, Data: stale}); o.round != nil || f.open != nil {
 		t.Error("a tick of an older epoch started a round after the restore")
 	}
 }

@@ -42,7 +42,8 @@ func newRunnerLog(t *testing.T) *runnerLog {
 	l.add(logConfig, rec)
 	l.add(logNode, nodeRecord{V: protocol.Version, Op: "join", Hello: protocol.AgentHello{V: protocol.Version, Node: "n0", GPUs: 2}})
 	l.add(logSubmit, protocol.Submit{V: protocol.Version, Job: "j", Command: []string{"train"}, Workers: 2, RanksPerNode: 2, MaxRetries: 1})
-	l.add(logTick, tickRecord{V: protocol.Version, Round: 0})
+	l.add(logTick, tickRecord{V: protocol.Version, Round: 0, Open: true})
+	l.add(logPlan, planRecord{V: protocol.Version, Round: 0})
 	return l
 }
 
@@ -129,7 +130,8 @@ func TestRunner_NodeLeavingEndsItsGrantsAndTheReplayIsIdentical(t *testing.T) {
 	if a := f.desired("n0").Jobs; len(a) != 0 {
 		t.Errorf("the departed node still has %+v", a)
 	}
-	l.add(logTick, tickRecord{V: protocol.Version, Round: 1})
+	l.add(logTick, tickRecord{V: protocol.Version, Round: 1, Open: true})
+	l.add(logPlan, planRecord{V: protocol.Version, Round: 1})
 	f, _ = l.fold()
 	a := f.desired("n1").Jobs
 	if len(a) != 1 || a[0].Since != 1 {
@@ -153,13 +155,20 @@ func TestRunner_StateSnapshotsCarrySubmissionsNodesAndGrants(t *testing.T) {
 	l := newRunnerLog(t)
 	l.add(logAgent, exited("n0", 0, 0, 9))
 	l.add(logNode, nodeRecord{V: protocol.Version, Op: "join", Hello: protocol.AgentHello{V: protocol.Version, Node: "n1", GPUs: 2, Addr: "h1"}})
-	l.add(logTick, tickRecord{V: protocol.Version, Round: 1})
+	l.add(logTick, tickRecord{V: protocol.Version, Round: 1, Open: true})
+	l.add(logPlan, planRecord{V: protocol.Version, Round: 1})
 	l.add(logCancel, protocol.Cancel{V: protocol.Version, Job: "j"})
 	whole, _ := l.fold()
 	for cut := 1; cut < len(l.recs); cut++ {
 		f := newFold(l.subj, 0)
 		for _, r := range l.recs[:cut] {
 			f.apply(r)
+		}
+		if f.open != nil {
+			if _, err := f.encodeState(); err == nil {
+				t.Fatalf("a snapshot after record %d, inside an open round, was taken", cut)
+			}
+			continue // the service snapshots only between rounds
 		}
 		data, err := f.encodeState()
 		if err != nil {

@@ -56,7 +56,13 @@ type ServiceConfig struct {
 	MaxJobsPerClient int
 	// SnapshotRounds is how often the state is snapshotted and the log
 	// compacted, in rounds (default DefaultSnapshotRounds; recovery.go).
+	// A large state is snapshotted less often: after a snapshot that
+	// held the loop for d, the next waits until SnapshotShare of the time
+	// since is d (recovery.go).
 	SnapshotRounds int
+	// SnapshotShare bounds the share of the loop's time spent encoding
+	// snapshots (default DefaultSnapshotShare); events wait meanwhile.
+	SnapshotShare float64
 	// Recover starts from the newest good snapshot when the log or the
 	// snapshots are damaged, discarding what was lost and saying so,
 	// instead of refusing to serve (the --recover-from-snapshot flag).
@@ -104,6 +110,12 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.SnapshotRounds == 0 {
 		c.SnapshotRounds = DefaultSnapshotRounds
+	}
+	if c.SnapshotShare == 0 {
+		c.SnapshotShare = DefaultSnapshotShare
+	}
+	if !(c.SnapshotShare > 0 && c.SnapshotShare <= 1) {
+		return fmt.Errorf("coordinator: snapshot share %g out of range (0, 1]", c.SnapshotShare)
 	}
 	if c.SnapshotRounds < 0 || c.LogMaxBytes < 0 {
 		return fmt.Errorf("coordinator: snapshot interval %d rounds or log limit %d bytes is negative", c.SnapshotRounds, c.LogMaxBytes)
@@ -156,22 +168,31 @@ type Service struct {
 	fold    *fold
 	in      chan record
 	statusq chan statusRequest
-	snapq   chan *Snapshot
+	snapq   chan roundSummary
 	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
 	ticked  chan error      // result of publishing a tick record
+	planned chan error      // result of publishing a plan record
+	leaseq  chan leaseBatch // leases for the publisher (handlers.go)
+	gen     atomic.Uint64   // leadership terms ended: leases of an earlier one are not sent
 	agentq  chan agentRequest
 	agents  agentState // node liveness, owned by the loop (agents.go)
 
 	// Owned by the loop.
 	live       bool
-	catchUp    uint64    // the log's last sequence at start: the replay ends there
-	started    time.Time // start of the replay
-	expect     *Snapshot // the stored snapshot, verified during the replay
-	tickRound  int       // round of the tick record in flight, -1 if none
-	tickFired  time.Time // when the timer fired for it
-	tickWanted time.Time // when the next tick is due
-	deadline   time.Time // what the timer is set to
-	web        webLog    // recent rounds for the web view
+	catchUp    uint64        // the log's last sequence at start: the replay ends there
+	started    time.Time     // start of the replay
+	expect     *Snapshot     // the stored snapshot, verified during the replay
+	tickRound  int           // round of the tick record in flight, -1 if none
+	tickFired  time.Time     // when the timer fired for it
+	tickWanted time.Time     // when the next tick is due
+	roundFired time.Time     // when the timer fired for the open round
+	planSent   int           // the open round whose plan record this leader appended, -1 if none
+	snapDue    bool          // a forced snapshot waits for the open round to close
+	snapAt     time.Time     // when the last snapshot was encoded
+	snapTook   time.Duration // how long it held the loop
+	snapPolicy atomic.Int64  // how long saving the policy's state took, off the loop (ns)
+	deadline   time.Time     // what the timer is set to
+	web        webLog        // recent rounds for the web view
 	start      *startState
 	fatal      error // an integrity failure found while replaying: Run returns it
 	store      *storage
@@ -231,12 +252,15 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		fold:      newFold(subj, cfg.MaxMessageBytes),
 		in:        make(chan record, 4096),
 		statusq:   make(chan statusRequest, 64),
-		snapq:     make(chan *Snapshot, 1),
+		snapq:     make(chan roundSummary, 1),
 		stateq:    make(chan stateWrite, 1),
 		ticked:    make(chan error, 1),
 		agentq:    make(chan agentRequest, 256),
 		agents:    agentState{seen: map[string]time.Time{}, leaving: map[string]bool{}},
 		tickRound: -1,
+		planSent:  -1,
+		planned:   make(chan error, 1),
+		leaseq:    make(chan leaseBatch, 4096),
 	}, nil
 }
 
@@ -298,6 +322,7 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.writeSnapshots(ctx, st) })
 	wg.Go(func() { s.writeStates(ctx, st, snaps) })
 	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
+	wg.Go(func() { s.publishing(ctx) })
 	err = s.loop(ctx)
 	if err != nil {
 		msg := err.Error()
@@ -345,6 +370,11 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
 	if err != nil {
 		s.log.Error().Err(err).Msg("log record without metadata")
 		return
+	}
+	if _, ok := s.subj.EventsJob(r.Subject); ok {
+		// Decoding is most of an event's cost: done here, the loop only
+		// folds (the fold decodes the same bytes to the same batch).
+		r.batch, r.decErr = protocol.DecodeBatch(r.Data, s.cfg.MaxMessageBytes)
 	}
 	select {
 	case s.in <- r:
@@ -406,6 +436,15 @@ func (s *Service) loop(ctx context.Context) error {
 				s.tickRound = -1
 				s.tickWanted = time.Now().Add(min(time.Second, s.roundLength()))
 			}
+		case <-s.fold.lent():
+			s.fold.returnPolicy()
+		case <-s.solved():
+			s.closeRound(ctx)
+		case err := <-s.planned:
+			if err != nil {
+				s.log.Warn().Err(err).Int("round", s.planSent).Msg("cannot log the round's plan record; retrying")
+				s.planSent = -1
+			}
 		case <-timer.C:
 			s.deadline = time.Time{}
 			s.fireTick(ctx)
@@ -449,9 +488,13 @@ func (s *Service) fireTick(ctx context.Context) {
 	if s.fold.core == nil || !s.live { // a deposed leader writes no tick
 		return
 	}
+	if s.fold.open != nil { // the round is still solving: look again soon
+		s.tickWanted = time.Now().Add(min(50*time.Millisecond, s.roundLength()))
+		return
+	}
 	round := s.fold.core.NextRound()
 	s.tickRound, s.tickFired = round, time.Now()
-	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch})
+	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch, Open: true})
 	go func() {
 		err := s.append(ctx, s.subj.Prefix+"."+logTick, data, nil)
 		if ctx.Err() == nil {
@@ -464,13 +507,27 @@ func (s *Service) fireTick(ctx context.Context) {
 func (s *Service) handle(r record) {
 	o := s.fold.apply(r)
 	s.seq.Store(r.Seq)
-	if s.cfg.onApply != nil {
-		s.cfg.onApply(r, &o)
+	s.after(r, &o, false)
+	for i := range o.held {
+		h := &o.held[i]
+		s.after(h.r, &h.o, true)
 	}
-	s.observeFold(r, &o)
+}
+
+// after does what a folded record asks for: checks while replaying,
+// answers and leases once live.
+// A held record (folded when the round it arrived in closed) was checked
+// when it arrived.
+func (s *Service) after(r record, o *outcome, held bool) {
+	if s.cfg.onApply != nil && o.kind != kindHeld {
+		s.cfg.onApply(r, o)
+	}
+	s.observeFold(r, o)
 	if !s.live {
-		s.checkRecord(r)
-		s.verify(r)
+		if !held {
+			s.checkRecord(r)
+			s.verify(r)
+		}
 		if r.Seq >= s.catchUp && s.standby.CompareAndSwap(false, true) {
 			ev := s.log.Debug()
 			if s.epoch == 0 {
@@ -486,26 +543,92 @@ func (s *Service) handle(r record) {
 	s.m.logSeq.Set(float64(r.Seq))
 	switch o.kind {
 	case kindRegister:
-		s.answerRegister(&o)
+		s.answerRegister(o)
 	case kindEvents:
-		s.m.observeEvents(&o, r.Time)
+		s.m.observeEvents(o, r.Time)
 		if o.err != nil {
 			s.rejectLog.Debug().Err(o.err).Str("job", o.job).Strs("reasons", o.rejected).Msg("events rejected")
 		}
 		s.publishLeases(o.exits)
 	case kindTick:
-		s.startRound(r, &o)
-		s.publishDesired()
-		if o.round != nil {
+		s.openRound(o)
+		if o.round != nil { // a whole round from an older log (fold.go)
+			s.startRound(r, o)
+			s.publishDesired()
 			s.checkpoint(false)
 		}
+	case kindPlan:
+		if len(o.rejected) > 0 { // a duplicate or stale plan record: the open round is not concerned
+			s.log.Warn().Err(o.err).Uint64("seq", r.Seq).Msg("plan record ignored")
+			break
+		}
+		s.startRound(r, o)
+		s.publishDesired()
+		if o.round != nil || s.snapDue {
+			s.checkpoint(s.snapDue)
+		}
 	case kindSubmit, kindCancel, kindNode, kindReport:
-		s.afterRunnerRecord(&o)
+		s.afterRunnerRecord(o)
+	case kindHeld:
 	default:
 		if o.err != nil {
 			s.log.Warn().Err(o.err).Str("subject", r.Subject).Uint64("seq", r.Seq).Msg("log record ignored")
 		}
 	}
+}
+
+// openRound notes a live round whose tick record came back: its solve
+// runs while the loop folds events; the plan record closes it.
+func (s *Service) openRound(o *outcome) {
+	fired := s.tickFired
+	if s.tickRound < 0 {
+		fired = time.Now() // a tick we did not fire (a duplicate, or another coordinator's)
+	}
+	s.tickRound = -1
+	if s.fold.open == nil {
+		if o.err != nil {
+			s.m.roundErrors.Inc()
+			s.log.Error().Err(o.err).Msg("round failed")
+		}
+		s.tickWanted = time.Now().Add(s.roundLength())
+		return
+	}
+	if o.err == nil {
+		s.roundFired = fired
+	}
+	s.tickWanted = time.Now().Add(s.roundLength()) // set again when the round closes
+}
+
+// solved is the open round's solve, while this coordinator leads and has
+// not appended the round's plan record yet (nil otherwise: no case).
+func (s *Service) solved() <-chan struct{} {
+	if !s.live || s.fold.open == nil || s.planSent == s.fold.open.t.Round() {
+		return nil
+	}
+	return s.fold.open.done
+}
+
+// closeRound appends the plan record of the open round, whose solve ended;
+// the round closes when the record comes back through the log.
+func (s *Service) closeRound(ctx context.Context) {
+	round := s.fold.open.t.Round()
+	s.planSent = round
+	if s.roundFired.IsZero() {
+		s.roundFired = time.Now() // a round opened before this coordinator led
+	}
+	data, _ := jsonMarshal(planRecord{V: protocol.Version, Round: round, Epoch: s.epoch})
+	go func() {
+		err := s.append(ctx, s.subj.Prefix+"."+logPlan, data, nil)
+		if err != nil {
+			select { // the loop retries: not at once
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if ctx.Err() == nil {
+			s.planned <- err
+		}
+	}()
 }
 
 // goLive ends the replay: the state is now what the old coordinator had.
@@ -529,6 +652,11 @@ func (s *Service) goLive() {
 		s.log.Error().Err(err).Msg("cannot subscribe to the agents' subjects")
 	} else {
 		s.subs = append(s.subs, agents...)
+	}
+	// The server knows the subscriptions before /healthz says OK: a job
+	// that registers then finds a responder.
+	if err := s.nc.FlushTimeout(time.Second); err != nil {
+		s.log.Warn().Err(err).Msg("flushing the subscriptions")
 	}
 	s.resizeIfNeeded(s.runCtx)
 	now := time.Now()

@@ -171,6 +171,12 @@ func TestService_ASilentJobIsLostItsGPUGoesToAnotherAndItResumesWithItsProgress(
 	if row.StepsDone != 500 || len(row.GPUs) != 0 {
 		t.Errorf("lost job row %+v", row)
 	}
+	// The job is lost when its round begins; the SUSPEND lease goes out
+	// when the round's plan closes it, a moment later.
+	eventually(t, 10*time.Second, "a gets its revocation", func() bool {
+		_, ok := aLeases.find(func(l *protocol.Lease) bool { return l.Action != protocol.Run })
+		return ok
+	})
 	if l, ok := aLeases.find(func(l *protocol.Lease) bool { return l.Action != protocol.Run }); !ok {
 		t.Errorf("a got no SUSPEND lease: %v", aLeases)
 	} else if l.Action != protocol.Suspend {
@@ -191,9 +197,11 @@ func TestService_ASilentJobIsLostItsGPUGoesToAnotherAndItResumesWithItsProgress(
 		r, _ := jobRow(status(t, nc, e.subj), "a")
 		return r.State == "active" && r.StepsDone == 500 && r.RunTime == 0.05
 	})
-	if got := counterValue(t, e.reg, "shockwave_jobs", "state", "active"); got != 2 {
-		t.Errorf("active jobs gauge %g", got)
-	}
+	// The gauges follow when the round that admitted it closes (its plan
+	// record), a moment after the status shows it.
+	eventually(t, 10*time.Second, "the active jobs gauge says 2", func() bool {
+		return counterValue(t, e.reg, "shockwave_jobs", "state", "active") == 2
+	})
 }
 
 func TestService_StatusReturnsTheJobTableAndTheLastPlan(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/shockwave-sched/shockwave/internal/wire"
@@ -69,50 +70,109 @@ func (f *fold) encodeState() ([]byte, error) {
 // encodePayload writes the fold's state without the envelope: the part a
 // snapshot costs the loop (sealSnapshot, hashing it, runs in the writer).
 func (f *fold) encodePayload() ([]byte, error) {
+	f.returnPolicy()
+	var e wire.Encoder
+	if err := f.encodeHead(&e); err != nil {
+		return nil, err
+	}
+	if err := f.core.appendState(&e); err != nil {
+		return nil, err
+	}
+	if err := f.encodeTail(&e); err != nil {
+		return nil, err
+	}
+	return e.Bytes(), nil
+}
+
+// encodeParts is encodePayload with the policy's state left to another
+// goroutine: the payload is head, the policy's state as a blob (marshal's
+// result), then tail. Until returnPolicy the Core holds back its policy
+// calls and begins no round (snapshot_core.go, lendPolicy).
+func (f *fold) encodeParts() (head, tail []byte, marshal func() []byte, err error) {
+	f.returnPolicy()
+	var e wire.Encoder
+	if err := f.encodeHead(&e); err != nil {
+		return nil, nil, nil, err
+	}
+	if marshal, err = f.core.lendPolicy(&e); err != nil {
+		return nil, nil, nil, err
+	}
+	var t wire.Encoder
+	if err := f.encodeTail(&t); err != nil {
+		f.core.returnPolicy()
+		return nil, nil, nil, err
+	}
+	return e.Bytes(), t.Bytes(), marshal, nil
+}
+
+// returnPolicy waits for a lent policy's state to be saved and gives the
+// policy back to the Core.
+func (f *fold) returnPolicy() {
+	if f.lending == nil {
+		return
+	}
+	<-f.lending
+	f.lending = nil
+	f.core.returnPolicy()
+}
+
+// lent is closed when a lent policy can go back to the Core (nil: none is
+// lent).
+func (f *fold) lent() <-chan struct{} { return f.lending }
+
+func (f *fold) encodeHead(e *wire.Encoder) error {
 	if f.core == nil || f.cfg == nil {
-		return nil, errors.New("coordinator: nothing to snapshot before the configuration record")
+		return errors.New("coordinator: nothing to snapshot before the configuration record")
 	}
 	cfg, err := json.Marshal(f.cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var last []byte
 	if last, err = json.Marshal(f.last); err != nil {
-		return nil, fmt.Errorf("coordinator: snapshot of the last round: %w", err)
+		return fmt.Errorf("coordinator: snapshot of the last round: %w", err)
 	}
 	leases, err := leasesJSON(f.leases)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var e wire.Encoder
 	e.Blob(cfg)
 	e.F64(f.now)
 	e.U64(f.seq)
 	e.Blob(last)
 	e.Blob(leases)
-	if err := f.core.appendState(&e); err != nil {
-		return nil, err
-	}
-	run, err := f.run.marshal() // runner.go
-	if err != nil {
-		return nil, err
-	}
-	e.Blob(run)
-	f.appendFences(&e) // leader epoch and event budgets (caps.go), last: older snapshots lack them
-	return e.Bytes(), nil
+	return nil
 }
 
-// sealSnapshot puts the envelope around a payload.
-func sealSnapshot(seq uint64, round int, payload []byte) []byte {
-	out := make([]byte, snapshotHeader, snapshotHeader+len(payload))
+func (f *fold) encodeTail(e *wire.Encoder) error {
+	run, err := f.run.marshal() // runner.go
+	if err != nil {
+		return err
+	}
+	e.Blob(run)
+	f.appendFences(e) // leader epoch and event budgets (caps.go), last: older snapshots lack them
+	return nil
+}
+
+// sealSnapshot puts the envelope around a payload, given as the
+// concatenation of parts (one copy).
+func sealSnapshot(seq uint64, round int, parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, snapshotHeader, snapshotHeader+n)
 	copy(out, snapshotMagic)
 	binary.LittleEndian.PutUint32(out[8:], snapshotVersion)
 	binary.LittleEndian.PutUint64(out[16:], seq)
 	binary.LittleEndian.PutUint64(out[24:], uint64(round))
-	binary.LittleEndian.PutUint64(out[32:], uint64(len(payload)))
-	sum := snapshotDigest(out[:40], payload)
+	binary.LittleEndian.PutUint64(out[32:], uint64(n))
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	sum := snapshotDigest(out[:40], out[snapshotHeader:])
 	copy(out[40:72], sum[:])
-	return append(out, payload...)
+	return out
 }
 
 func snapshotDigest(head, payload []byte) [32]byte {
@@ -124,6 +184,13 @@ func snapshotDigest(head, payload []byte) [32]byte {
 	return sum
 }
 
+// blobLen is the length prefix wire.Encoder.Blob writes before a blob.
+func blobLen(b []byte) []byte {
+	var e wire.Encoder
+	e.U64(uint64(len(b)))
+	return e.Bytes()
+}
+
 // DecodeStateSnapshot checks a state snapshot's envelope: magic, version,
 // flags, length and SHA-256. It does not restore the state (see
 // RestoreStateSnapshot).
@@ -131,31 +198,88 @@ func DecodeStateSnapshot(data []byte) (*StateSnapshot, error) {
 	if len(data) < snapshotHeader {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrSnapshotCorrupt, len(data), snapshotHeader)
 	}
-	if string(data[:8]) != snapshotMagic {
-		return nil, fmt.Errorf("%w: bad magic %q", ErrSnapshotCorrupt, data[:8])
-	}
-	if v := binary.LittleEndian.Uint32(data[8:]); v != snapshotVersion {
-		return nil, fmt.Errorf("%w: format version %d, this coordinator reads %d", ErrSnapshotCorrupt, v, snapshotVersion)
-	}
-	if fl := binary.LittleEndian.Uint32(data[12:]); fl != 0 {
-		return nil, fmt.Errorf("%w: unknown flags %#x", ErrSnapshotCorrupt, fl)
-	}
-	seq := binary.LittleEndian.Uint64(data[16:])
-	round := binary.LittleEndian.Uint64(data[24:])
-	n := binary.LittleEndian.Uint64(data[32:])
-	switch {
-	case n > MaxSnapshotBytes:
-		return nil, fmt.Errorf("%w: payload of %d bytes exceeds the limit %d", ErrSnapshotCorrupt, n, MaxSnapshotBytes)
-	case n != uint64(len(data)-snapshotHeader):
-		return nil, fmt.Errorf("%w: header says %d payload bytes, found %d", ErrSnapshotCorrupt, n, len(data)-snapshotHeader)
-	case round > math.MaxInt32:
-		return nil, fmt.Errorf("%w: round %d out of range", ErrSnapshotCorrupt, round)
+	seq, round, err := checkHeader(data[:snapshotHeader], uint64(len(data)-snapshotHeader))
+	if err != nil {
+		return nil, err
 	}
 	payload := data[snapshotHeader:]
 	if sum := snapshotDigest(data[:40], payload); !bytes.Equal(sum[:], data[40:72]) {
 		return nil, fmt.Errorf("%w: SHA-256 mismatch (stored %x, computed %x)", ErrSnapshotCorrupt, data[40:48], sum[:8])
 	}
-	return &StateSnapshot{Seq: seq, Round: int(round), payload: payload}, nil
+	return &StateSnapshot{Seq: seq, Round: round, payload: payload}, nil
+}
+
+// checkHeader checks a snapshot's header against the length of the payload
+// that follows it and returns the sequence and round it names.
+func checkHeader(head []byte, found uint64) (seq uint64, round int, err error) {
+	if string(head[:8]) != snapshotMagic {
+		return 0, 0, fmt.Errorf("%w: bad magic %q", ErrSnapshotCorrupt, head[:8])
+	}
+	if v := binary.LittleEndian.Uint32(head[8:]); v != snapshotVersion {
+		return 0, 0, fmt.Errorf("%w: format version %d, this coordinator reads %d", ErrSnapshotCorrupt, v, snapshotVersion)
+	}
+	if fl := binary.LittleEndian.Uint32(head[12:]); fl != 0 {
+		return 0, 0, fmt.Errorf("%w: unknown flags %#x", ErrSnapshotCorrupt, fl)
+	}
+	seq = binary.LittleEndian.Uint64(head[16:])
+	r := binary.LittleEndian.Uint64(head[24:])
+	n := binary.LittleEndian.Uint64(head[32:])
+	switch {
+	case n > MaxSnapshotBytes:
+		return 0, 0, fmt.Errorf("%w: payload of %d bytes exceeds the limit %d", ErrSnapshotCorrupt, n, MaxSnapshotBytes)
+	case n != found:
+		return 0, 0, fmt.Errorf("%w: header says %d payload bytes, found %d", ErrSnapshotCorrupt, n, found)
+	case r > math.MaxInt32:
+		return 0, 0, fmt.Errorf("%w: round %d out of range", ErrSnapshotCorrupt, r)
+	}
+	return seq, int(r), nil
+}
+
+// sealedReader is sealSnapshot's output as a stream over parts, without
+// copying them: the writer stores a snapshot of any size with no second
+// copy in memory.
+func sealedReader(seq uint64, round int, parts ...[]byte) io.Reader {
+	head := make([]byte, snapshotHeader)
+	copy(head, snapshotMagic)
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	binary.LittleEndian.PutUint32(head[8:], snapshotVersion)
+	binary.LittleEndian.PutUint64(head[16:], seq)
+	binary.LittleEndian.PutUint64(head[24:], uint64(round))
+	binary.LittleEndian.PutUint64(head[32:], uint64(n))
+	h := sha256.New()
+	h.Write(head[:40])
+	readers := []io.Reader{bytes.NewReader(head)}
+	for _, p := range parts {
+		h.Write(p)
+		readers = append(readers, bytes.NewReader(p))
+	}
+	h.Sum(head[40:40])
+	return io.MultiReader(readers...)
+}
+
+// verifySealed reads a sealed snapshot from r and checks it as
+// DecodeStateSnapshot does, keeping no more than a buffer of it in memory.
+func verifySealed(r io.Reader) (seq uint64, err error) {
+	head := make([]byte, snapshotHeader)
+	if _, err := io.ReadFull(r, head); err != nil {
+		return 0, fmt.Errorf("%w: reading the header: %v", ErrSnapshotCorrupt, err)
+	}
+	h := sha256.New()
+	h.Write(head[:40])
+	found, err := io.Copy(h, io.LimitReader(r, MaxSnapshotBytes+1))
+	if err != nil {
+		return 0, fmt.Errorf("%w: reading the payload: %v", ErrSnapshotCorrupt, err)
+	}
+	if seq, _, err = checkHeader(head, uint64(found)); err != nil {
+		return 0, err
+	}
+	if sum := h.Sum(nil); !bytes.Equal(sum, head[40:72]) {
+		return 0, fmt.Errorf("%w: SHA-256 mismatch (stored %x, computed %x)", ErrSnapshotCorrupt, head[40:48], sum[:8])
+	}
+	return seq, nil
 }
 
 // restore builds a fold from the snapshot: a fresh Core and policy from

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -24,13 +25,30 @@ const coreStateVersion = 2 // 2: submitted jobs (managed, adopted, reason)
 
 // appendState writes the Core's state to e.
 func (c *Core) appendState(e *wire.Encoder) error {
+	if c.lent {
+		return errors.New("coordinator: cannot snapshot while the policy's state is being saved")
+	}
+	sp, err := c.appendCore(e)
+	if err != nil {
+		return err
+	}
+	e.Blob(sp.MarshalState())
+	return nil
+}
+
+// appendCore writes the Core's state but the policy's, which follows it
+// as a blob: the policy's state is sp's MarshalState.
+func (c *Core) appendCore(e *wire.Encoder) (policy.Stateful, error) {
+	if c.open != nil {
+		return nil, fmt.Errorf("coordinator: cannot snapshot while round %d is open", c.round)
+	}
 	sp, ok := c.pol.(policy.Stateful)
 	if !ok {
-		return fmt.Errorf("coordinator: policy %s cannot save its state", c.pol.Name())
+		return nil, fmt.Errorf("coordinator: policy %s cannot save its state", c.pol.Name())
 	}
 	plan, err := json.Marshal(c.plan)
 	if err != nil {
-		return fmt.Errorf("coordinator: snapshot of the last plan: %w", err)
+		return nil, fmt.Errorf("coordinator: snapshot of the last plan: %w", err)
 	}
 	e.Int(coreStateVersion)
 	ids := make([]string, 0, len(c.jobs))
@@ -61,8 +79,32 @@ func (c *Core) appendState(e *wire.Encoder) error {
 	e.Int(c.total)
 	e.Bool(c.dynamic)
 	e.Str(c.pol.Name())
-	e.Blob(sp.MarshalState())
-	return nil
+	return sp, nil
+}
+
+// lendPolicy hands the policy's state to a reader on another goroutine
+// (the snapshot writer): until returnPolicy the Core holds back its policy
+// calls, as while a round is open, and no round begins.
+// The Core's own state is written to e.
+func (c *Core) lendPolicy(e *wire.Encoder) (marshal func() []byte, err error) {
+	sp, err := c.appendCore(e)
+	if err != nil {
+		return nil, err
+	}
+	c.lent = true
+	return sp.MarshalState, nil
+}
+
+// returnPolicy ends a lendPolicy and makes the calls held back meanwhile.
+// While a round is open the calls stay held back: the open round's solve
+// makes those from before it (OpenRound.Solve) and EndTick the others.
+func (c *Core) returnPolicy() {
+	if c.lent {
+		c.lent = false
+		if c.open == nil {
+			c.flushPolicy()
+		}
+	}
 }
 
 // loadState reads a state written by appendState into a fresh Core.

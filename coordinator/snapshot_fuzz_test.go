@@ -1,6 +1,10 @@
 package coordinator
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
 	"testing"
 
 	"github.com/shockwave-sched/shockwave/policy"
@@ -45,4 +49,33 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			t.Fatalf("a restored state does not encode: %v", err)
 		}
 	})
+}
+
+// TestSnapshot_TheStreamedSealIsTheSealAndItsCheckCatchesDamage: the
+// writer's streamed snapshot is byte for byte sealSnapshot's, and the
+// streamed read-back check refuses what DecodeStateSnapshot refuses.
+func TestSnapshot_TheStreamedSealIsTheSealAndItsCheckCatchesDamage(t *testing.T) {
+	parts := [][]byte{[]byte("head"), {}, bytes.Repeat([]byte{7}, 100_000), []byte("tail")}
+	want := sealSnapshot(9, 3, parts...)
+	got, err := io.ReadAll(sealedReader(9, 3, parts...))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("streamed seal differs from sealSnapshot (err %v)", err)
+	}
+	if seq, err := verifySealed(bytes.NewReader(want)); err != nil || seq != 9 {
+		t.Fatalf("verifySealed of a good snapshot: %d, %v", seq, err)
+	}
+	for _, damage := range []func([]byte) []byte{
+		func(b []byte) []byte { b[len(b)/2] ^= 1; return b },
+		func(b []byte) []byte { return b[:len(b)-1] },
+		func(b []byte) []byte { return append(b, 0) },
+		func(b []byte) []byte { b[3] = 'x'; return b },
+		func(b []byte) []byte { return b[:40] },
+	} {
+		bad := damage(slices.Clone(want))
+		_, errStream := verifySealed(bytes.NewReader(bad))
+		_, errDecode := DecodeStateSnapshot(bad)
+		if !errors.Is(errStream, ErrSnapshotCorrupt) || !errors.Is(errDecode, ErrSnapshotCorrupt) {
+			t.Errorf("damaged snapshot: streamed check %v, decode %v", errStream, errDecode)
+		}
+	}
 }

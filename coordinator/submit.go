@@ -67,8 +67,8 @@ func (c *Core) adopt(now float64, j *job, r *protocol.Register) error {
 		j.limit = math.Trunc(math.Trunc(r.IsolatedSeconds) * c.cfg.RuntimeLimitFactor)
 	}
 	if j.state == Active {
-		c.pol.Remove(v.ID)
-		c.pol.Admit(v)
+		c.remove(v.ID)
+		c.admit(v)
 	}
 	return nil
 }

@@ -12,12 +12,41 @@ import (
 // leases, admits pending jobs, asks the policy for a plan, places gangs on
 // GPUs and issues leases. On a policy error no round is started and the
 // error is returned; the jobs' state is unchanged apart from the settling.
+//
+// Tick is BeginTick, Solve and EndTick in one step; the service runs them
+// apart, so that events are folded while the policy solves (pipeline.go).
 func (c *Core) Tick(now float64) (*Round, error) {
+	t, err := c.BeginTick(now, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.EndTick(t.Solve())
+}
+
+// BeginTick runs the first half of a round boundary at time now: it settles
+// the previous round's leases, marks silent jobs lost and admits pending
+// jobs, then freezes the policy's input. The round is open until EndTick:
+// the Solve of the returned value may run on another goroutine meanwhile,
+// and the Core keeps folding events (pipeline.go). A second BeginTick
+// before EndTick is an error. When the policy is lent (lendPolicy) the
+// calls the boundary makes are held back with the earlier ones and the
+// Solve makes them, in order, once wait is closed.
+func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) {
+	if c.open != nil {
+		return nil, fmt.Errorf("coordinator: round %d is still open", c.round)
+	}
 	if err := c.advance(now); err != nil {
 		return nil, err
 	}
-	lost := c.expire(now)
-	exits := c.settle()
+	t := &OpenRound{round: c.round, now: now, active: 0, pol: c.pol}
+	t.lost = c.expire(now)
+	t.exits = c.settle()
+	for _, j := range c.active {
+		if j.leaseRound == c.round-1 && j.leaseRound >= 0 {
+			// Settled: progress from here on counts for this round's lease.
+			j.leaseSteps, j.leaseElapsed = 0, 0
+		}
+	}
 	for _, j := range c.pending {
 		j.state = Active
 		j.view.Seq = c.nextSeq
@@ -27,49 +56,76 @@ func (c *Core) Tick(now float64) (*Round, error) {
 		j.readmit = false
 		c.nextSeq++
 		c.active = append(c.active, j)
-		c.pol.Admit(&j.view)
+		t.admitted = append(t.admitted, j.view) // told to the policy in Solve, before Allocate
 	}
 	c.pending = c.pending[:0]
-
-	snap := &policy.Snapshot{Round: c.round, Now: now, GPUs: c.total, RoundSeconds: c.cfg.RoundSeconds, Nodes: c.nodeSizes()}
-	snap.Jobs = make([]*policy.Job, 0, len(c.active))
-	eligible := make([]*job, 0, len(c.active))
-	var waits []policy.Explanation
+	t.active = len(c.active)
+	if c.lent { // the calls held back so far belong to the solve, after the policy is back
+		t.wait, t.before, c.later = wait, c.later, nil
+	}
+	t.ended, c.ended = c.ended, nil
+	t.lostJobs, c.life.lost = c.life.lost, nil
+	t.snap = policy.Snapshot{Round: c.round, Now: now, GPUs: c.total, RoundSeconds: c.cfg.RoundSeconds, Nodes: c.nodeSizes()}
+	c.frozen = c.frozen[:0]
+	t.eligible = make([]*job, 0, len(c.active))
 	for _, j := range c.active {
 		if why := c.waitReason(j); why != "" {
-			waits = append(waits, policy.Explanation{Job: j.view.ID, Reason: why})
+			t.waits = append(t.waits, policy.Explanation{Job: j.view.ID, Reason: why})
 			continue
 		}
-		snap.Jobs = append(snap.Jobs, &j.view)
-		eligible = append(eligible, j)
+		c.frozen = append(c.frozen, j.view) // a copy: events change the job's view while the policy reads this
+		t.eligible = append(t.eligible, j)
 	}
-	plan := &policy.Plan{Round: c.round, Run: []string{}, Note: "no nodes in the cluster"}
-	if c.total > 0 {
-		var err error
-		if plan, err = c.pol.Allocate(snap); err != nil {
-			return nil, fmt.Errorf("coordinator: round %d: %w", c.round, err)
-		}
+	t.snap.Jobs = make([]*policy.Job, len(c.frozen))
+	for i := range c.frozen {
+		t.snap.Jobs[i] = &c.frozen[i]
 	}
-	run, err := c.checkPlan(plan)
+	if c.total == 0 {
+		t.none = true
+	}
+	c.open = t
+	return t, nil
+}
+
+// EndTick closes the open round with the policy's plan (or its error):
+// it places the plan's gangs on devices and issues the round's leases. On
+// a policy error no round is started and the error is returned.
+func (c *Core) EndTick(plan *policy.Plan, solveErr error) (*Round, error) {
+	t := c.open
+	if t == nil {
+		return nil, fmt.Errorf("coordinator: no open round to end")
+	}
+	c.open = nil
+	c.flushPolicy()
+	if solveErr != nil {
+		c.restoreEnded(t)
+		return nil, fmt.Errorf("coordinator: round %d: %w", t.round, solveErr)
+	}
+	run, err := c.checkPlan(plan, t)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: round %d: policy %s: %w", c.round, c.pol.Name(), err)
+		c.restoreEnded(t)
+		return nil, fmt.Errorf("coordinator: round %d: policy %s: %w", t.round, c.pol.Name(), err)
+	}
+	eligible := t.eligible
+	if t.changed {
+		eligible = slices.DeleteFunc(slices.Clone(eligible), func(j *job) bool { return j.state != Active })
 	}
 	pl := newPlacer(c.nodes)
 	run, plan = c.placeRun(pl, run, eligible, plan)
-	if len(waits) > 0 {
+	if len(t.waits) > 0 {
 		np := *plan
-		np.Explain = append(slices.Clone(plan.Explain), waits...)
+		np.Explain = append(slices.Clone(plan.Explain), t.waits...)
 		plan = &np
 	}
-	r := &Round{Index: c.round, Start: now, Active: len(c.active), Plan: plan}
-	r.Leases = c.issue(pl, run)
-	r.Leases = append(r.Leases, lost...)
-	r.Leases = append(r.Leases, exits...)
-	r.Ended, c.ended = c.ended, nil
-	r.Lost, c.life.lost = c.life.lost, nil
-	c.life.lastTick, c.life.ticked = now, true
+	r := &Round{Index: t.round, Start: t.now, Active: t.active, Plan: plan}
+	r.Leases = c.issue(pl, run, t)
+	r.Leases = append(r.Leases, t.lost...)
+	r.Leases = append(r.Leases, t.exits...)
+	r.Ended, r.Lost = t.ended, t.lostJobs
+	c.life.lastTick, c.life.ticked = t.now, true
 	c.plan = plan
 	c.round++
+	clear(c.frozen) // drop the references the copies hold
 	return r, nil
 }
 
@@ -84,7 +140,7 @@ func (c *Core) settle() []protocol.Lease {
 		j.failures++
 		j.leaseBatch = j.view.BatchSize
 		c.measure(j)
-		c.pol.Fail(j.view.ID)
+		c.fail(j.view.ID)
 		if c.cfg.MaxFailedLeases > 0 && j.failures >= c.cfg.MaxFailedLeases {
 			reason := fmt.Sprintf("%d consecutive leases without progress", j.failures)
 			c.end(j, Failed, reason)
@@ -96,8 +152,10 @@ func (c *Core) settle() []protocol.Lease {
 	return exits
 }
 
-// checkPlan resolves the plan's job ids and checks it fits the cluster.
-func (c *Core) checkPlan(p *policy.Plan) ([]*job, error) {
+// checkPlan resolves the plan's job ids and checks it fits the cluster. A
+// job the plan may run must have been in the round's snapshot; one that
+// ended while the policy solved (an event folded meanwhile) is left out.
+func (c *Core) checkPlan(p *policy.Plan, t *OpenRound) ([]*job, error) {
 	if p == nil {
 		return nil, fmt.Errorf("nil plan")
 	}
@@ -106,13 +164,17 @@ func (c *Core) checkPlan(p *policy.Plan) ([]*job, error) {
 	gpus := 0
 	for _, id := range p.Run {
 		j, ok := c.jobs[id]
-		if !ok || j.state != Active {
+		if !ok || !t.wasEligible(j) {
 			return nil, fmt.Errorf("plan runs job %q, which is not active", id)
 		}
 		if seen[id] {
 			return nil, fmt.Errorf("plan runs job %q twice", id)
 		}
 		seen[id] = true
+		if j.state != Active {
+			t.changed = true
+			continue
+		}
 		gpus += j.view.Workers
 		run = append(run, j)
 	}
@@ -125,11 +187,11 @@ func (c *Core) checkPlan(p *policy.Plan) ([]*job, error) {
 // issue returns RUN leases for the placed jobs (an extension when the job
 // ran in the previous round on the same devices), then SUSPEND leases for
 // jobs that ran in the previous round and do not now.
-func (c *Core) issue(p *placer, run []*job) []protocol.Lease {
+func (c *Core) issue(p *placer, run []*job, t *OpenRound) []protocol.Lease {
 	leases := make([]protocol.Lease, 0, len(run))
 	scheduled := make(map[*job]bool, len(run))
 	for _, j := range run {
-		l := c.lease(j, protocol.Run)
+		l := c.leaseAt(j, protocol.Run, t.round, t.now)
 		l.Workers = p.ids(j.next)
 		l.Devices = cloneGrant(j.next)
 		l.Extension = c.ranLast(j) && sameGrant(j.devices, j.next)
@@ -137,8 +199,8 @@ func (c *Core) issue(p *placer, run []*job) []protocol.Lease {
 		scheduled[j] = true
 	}
 	for _, j := range c.active {
-		if !scheduled[j] && j.leaseRound == c.round-1 && j.leaseRound >= 0 {
-			l := c.lease(j, protocol.Suspend)
+		if !scheduled[j] && j.leaseRound == t.round-1 && j.leaseRound >= 0 {
+			l := c.leaseAt(j, protocol.Suspend, t.round, t.now)
 			l.Reason = "preempted"
 			if j.void != "" {
 				l.Reason = j.void
@@ -149,9 +211,14 @@ func (c *Core) issue(p *placer, run []*job) []protocol.Lease {
 		j.void = ""
 	}
 	for i, j := range run {
+		if j.leaseRound != t.round-1 || j.leaseRound < 0 {
+			// A new lease; a renewed one was reset when the round began
+			// and keeps what it made since.
+			j.leaseSteps, j.leaseElapsed = 0, 0
+		}
 		j.workers, j.devices, j.next = slices.Clone(leases[i].Workers), j.next, nil
-		j.leaseRound, j.leaseSteps, j.leaseElapsed = c.round, 0, 0
-		j.view.LastRun = c.round
+		j.leaseRound = t.round
+		j.view.LastRun = t.round
 	}
 	return leases
 }

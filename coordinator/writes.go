@@ -104,9 +104,10 @@ func (s *Service) depose(err error) {
 	s.m.deposed.Inc()
 	s.log.Error().Err(err).Uint64("epoch", s.epoch).Msg("deposed: no more leases, ticks or answers from this coordinator")
 	s.epoch, s.live = 0, false
+	s.gen.Add(1) // leases queued but not yet sent are dropped
 	s.ready.Store(false)
 	s.unsubscribe()
-	s.tickRound = -1
+	s.tickRound, s.planSent, s.roundFired = -1, -1, time.Time{}
 }
 
 // observeFold keeps what the handlers and the leadership read from the fold.
@@ -129,7 +130,7 @@ func (s *Service) observeFold(r record, o *outcome) {
 			go func() { _ = s.appendRetrying(s.runCtx, s.subj.Prefix+"."+logLeader, data) }()
 		}
 	}
-	if o.err != nil && (o.kind == kindTick || o.kind == kindLeader) && s.live {
+	if o.err != nil && (o.kind == kindTick || o.kind == kindPlan || o.kind == kindLeader) && s.live {
 		s.log.Warn().Err(o.err).Uint64("seq", r.Seq).Msg("log record ignored")
 	}
 	if c := s.fold.core; c != nil && o.kind == kindRegister {
@@ -138,7 +139,7 @@ func (s *Service) observeFold(r record, o *outcome) {
 			s.admit.known.Store(o.job, true)
 		}
 	}
-	if c := s.fold.core; c != nil && o.kind == kindTick && o.round != nil {
+	if c := s.fold.core; c != nil && o.kind == kindPlan && o.round != nil {
 		s.admit.live.Store(int64(len(c.active) + len(c.pending)))
 	}
 }

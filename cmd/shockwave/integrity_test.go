@@ -227,7 +227,7 @@ func quietLog(t *testing.T, nc *nats.Conn) {
 			return false
 		}
 		sum, err := coordinator.ReadSnapshot(ctx, js, protocol.DefaultPrefix)
-		return err == nil && sum.Seq == info.State.LastSeq && strings.HasSuffix(lastSubject(ctx, st, sum.Seq), ".log.tick")
+		return err == nil && sum.Seq == info.State.LastSeq && strings.HasSuffix(lastSubject(ctx, st, sum.Seq), ".log.plan") // the record that closes a round
 	})
 }
 
