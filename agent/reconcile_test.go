@@ -28,20 +28,7 @@ func TestCountGPUs_CountsNvidiaSmiListLines(t *testing.T) {
 // runs about as long as the grant, then gets SIGTERM (ignored here) and
 // SIGKILL, and the exit is reported as stopped after the grant expired.
 func TestAgent_DeadlinesFollowTheCoordinatorsClock(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats did not start")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv, nc := startNATS(t)
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
 	desired := &protocol.NodeDesired{V: protocol.Version, Node: "n", Round: 1, Now: 5000, Jobs: []protocol.Assignment{{
 		Job: "stubborn", Command: []string{"sh", "-c", `trap "" TERM; echo running; sleep 30`},
@@ -106,20 +93,7 @@ func TestAgent_DeadlinesFollowTheCoordinatorsClock(t *testing.T) {
 // not noticed yet, with a later clock) that places job b on the free device
 // is ignored; the leader's own state, with an earlier clock, starts b.
 func TestAgent_StatesOfADeposedLeaderAreIgnored(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats did not start")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv, nc := startNATS(t)
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
 	job := func(id string, dev int) protocol.Assignment {
 		return protocol.Assignment{Job: id, Command: []string{"sh", "-c", "echo running; sleep 30"},
@@ -176,4 +150,25 @@ func TestAgent_StatesOfADeposedLeaderAreIgnored(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
 	}
+}
+
+// startNATS starts a bare NATS server (no coordinator: the test answers for
+// it) and connects to it; both end with the test.
+func startNATS(t *testing.T) (*server.Server, *nats.Conn) {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats did not start")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return srv, nc
 }

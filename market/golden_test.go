@@ -2,7 +2,6 @@ package market_test
 
 import (
 	"bufio"
-	"compress/gzip"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -46,7 +45,7 @@ func goldenCases(t *testing.T) []goldenCase {
 		t.Fatalf("no golden instances in %s (%v)", goldenDir, err)
 	}
 	for _, name := range files {
-		p, s := readGzipInstance(t, name)
+		p, s := readInstanceFile(t, name)
 		for _, rule := range []market.Fairness{market.FairnessTightest, market.FairnessRelax} {
 			sc := *s
 			sc.Fairness = rule
@@ -92,28 +91,6 @@ func goldenCases(t *testing.T) []goldenCase {
 		out = append(out, goldenCase{fmt.Sprintf("medium-%03d/%s", i, s.Fairness), p, s})
 	}
 	return out
-}
-
-func readGzipInstance(t *testing.T, name string) (market.Problem, *market.Settings) {
-	t.Helper()
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	in, err := market.ReadInstance(z)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	p, s, err := in.Problem()
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return p, s
 }
 
 // TestSolve_PlansMatchTheGoldenDigests solves the golden set and compares

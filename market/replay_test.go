@@ -2,10 +2,12 @@ package market_test
 
 import (
 	"bufio"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -104,6 +106,7 @@ func TestReplay_DumpedInstances(t *testing.T) {
 	}
 }
 
+// readInstanceFile reads a dumped instance, gzipped when its name ends in .gz.
 func readInstanceFile(t *testing.T, name string) (market.Problem, *market.Settings) {
 	t.Helper()
 	f, err := os.Open(name)
@@ -111,7 +114,15 @@ func readInstanceFile(t *testing.T, name string) (market.Problem, *market.Settin
 		t.Fatal(err)
 	}
 	defer f.Close()
-	in, err := market.ReadInstance(f)
+	var r io.Reader = f
+	if strings.HasSuffix(name, ".gz") {
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		r = z
+	}
+	in, err := market.ReadInstance(r)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
