@@ -16,9 +16,12 @@ test: check
 # The scale claims (SHOCKWAVE_LONG): the four experiments' margins over
 # Gavel and Themis in profile and online mode, the binding fairness rule's
 # worst ρ, calibrated bands and the noisy workload's targets
-# (docs/forecasting.md). Needs ../shared/data; about 5 minutes on 2 cores.
+# (docs/forecasting.md), then Pollux's five-seed fidelity and Shockwave's
+# targets on Pollux's six workloads (docs/pollux.md). Needs ../shared/data;
+# about 3 + 8 minutes on 2 idle cores.
 test-long:
 	SHOCKWAVE_LONG=1 $(GO) test ./sim -count=1 -timeout 25m -run 'TestShockwave_|TestOnline_|TestForecast_|TestNoisy_|TestFairness_'
+	SHOCKWAVE_LONG=1 $(GO) test ./sim/pollux -count=1 -timeout 25m -run 'TestShockwave_TargetsOnPolluxWorkloads|TestPollux_MatchesPublished'
 
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
