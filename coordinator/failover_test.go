@@ -139,20 +139,36 @@ func epochsPerRound(t *testing.T, leases []protocol.Lease) uint64 {
 	return top
 }
 
+// pair is two coordinator processes on one cluster once one of them leads,
+// with a job's connection that sees them serve.
+type pair struct {
+	subj            protocol.Subjects
+	jobs            *nats.Conn
+	leader, standby *exec.Cmd
+	epoch           uint64
+}
+
+func newPair(t *testing.T) (*cluster, pair) {
+	t.Helper()
+	c := newCluster(t)
+	a, b := c.coordinator(), c.coordinator()
+	p := pair{subj: protocol.Subjects{Prefix: protocol.DefaultPrefix}}
+	p.jobs = dialEventually(t, c.url)
+	waitServing(t, p.jobs, p.subj)
+	p.leader, p.epoch = c.waitLeader(0, a, b)
+	p.standby = a
+	if p.leader == a {
+		p.standby = b
+	}
+	return c, p
+}
+
 func TestFailover_KillNineOfTheLeaderWhileJobsTrainLosesNoJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts coordinator processes")
 	}
-	c := newCluster(t)
-	a, b := c.coordinator(), c.coordinator()
-	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
-	jobs := dialEventually(t, c.url)
-	waitServing(t, jobs, subj)
-	leader, epoch := c.waitLeader(0, a, b)
-	standby := a
-	if leader == a {
-		standby = b
-	}
+	c, p := newPair(t)
+	subj, jobs, leader, standby, epoch := p.subj, p.jobs, p.leader, p.standby, p.epoch
 	ids := []string{"j0", "j1", "j2", "j3", "j4"}
 	d, stop := startJobs(t, jobs, subj, ids, 1)
 	defer stop()
@@ -214,16 +230,8 @@ func TestFailover_AFrozenLeaderIsDeposedAndPublishesNothingAfterwards(t *testing
 	if testing.Short() {
 		t.Skip("starts coordinator processes")
 	}
-	c := newCluster(t)
-	a, b := c.coordinator(), c.coordinator()
-	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
-	jobs := dialEventually(t, c.url)
-	waitServing(t, jobs, subj)
-	leader, epoch := c.waitLeader(0, a, b)
-	standby := a
-	if leader == a {
-		standby = b
-	}
+	c, p := newPair(t)
+	subj, jobs, leader, standby, epoch := p.subj, p.jobs, p.leader, p.standby, p.epoch
 	d, stop := startJobs(t, jobs, subj, []string{"k0", "k1", "k2"}, 1)
 	defer stop()
 	eventually(t, 10*time.Second, "leases", func() bool { return len(d.seen()) >= 10 })
