@@ -459,13 +459,15 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 type snapshotMetrics struct {
 	snapshotSeq   prometheus.Gauge
 	snapshotBytes prometheus.Gauge
+	catchUps      prometheus.Counter // catchup.go
 }
 
 func newSnapshotMetrics(reg prometheus.Registerer) snapshotMetrics {
 	m := snapshotMetrics{
 		snapshotSeq:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_snapshot_log_sequence", Help: "Log record the newest stored state snapshot covers; the log is compacted behind the one before it."}),
 		snapshotBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_snapshot_bytes", Help: "Size of the newest stored state snapshot."}),
+		catchUps:      prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_standby_catch_ups_total", Help: "Times this coordinator, not serving, fell behind the log's compaction and continued from the newest snapshot."}),
 	}
-	reg.MustRegister(m.snapshotSeq, m.snapshotBytes)
+	reg.MustRegister(m.snapshotSeq, m.snapshotBytes, m.catchUps)
 	return m
 }

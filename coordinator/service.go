@@ -505,6 +505,9 @@ func (s *Service) fireTick(ctx context.Context) {
 
 // handle folds one record; once live it publishes what the record produced.
 func (s *Service) handle(r record) {
+	if !s.live && s.behind(r) { // catchup.go
+		return
+	}
 	o := s.fold.apply(r)
 	s.seq.Store(r.Seq)
 	s.after(r, &o, false)
