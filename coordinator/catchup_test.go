@@ -39,17 +39,10 @@ func (c *cluster) logBounds() (first, last uint64) {
 // not fold on past the gap; and when the leader then dies it takes over
 // with the state an uninterrupted fold of the log has.
 func TestFailover_AStandbyFrozenPastTheCompactionContinuesFromTheNewestSnapshot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts coordinator processes")
-	}
-	c, p := newPair(t)
-	subj, jobs, leader, standby, epoch := p.subj, p.jobs, p.leader, p.standby, p.epoch
-	d, stop := startJobs(t, jobs, subj, []string{"f0", "f1", "f2"}, 1)
+	c, p, d, stop := newPairWithJobs(t, "f0", "f1", "f2")
 	defer stop()
-	eventually(t, 10*time.Second, "leases", func() bool { return len(d.seen()) >= 10 })
-	if err := standby.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	subj, jobs, leader, standby, epoch := p.subj, p.jobs, p.leader, p.standby, p.epoch
+	signal(t, standby, syscall.SIGSTOP)
 	_, frozenAt := c.logBounds()
 	// The server goes on sending it what its pull requests asked for (up to
 	// 500 records, the client's default) into its socket: the log must be
@@ -58,9 +51,7 @@ func TestFailover_AStandbyFrozenPastTheCompactionContinuesFromTheNewestSnapshot(
 		first, _ := c.logBounds()
 		return first > frozenAt+1000
 	})
-	if err := standby.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	signal(t, standby, syscall.SIGCONT)
 	defer func() {
 		if t.Failed() {
 			t.Logf("coordinator logs:\n%s", c.logs.String())

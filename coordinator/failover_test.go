@@ -163,6 +163,27 @@ func newPair(t *testing.T) (*cluster, pair) {
 	return c, p
 }
 
+// newPairWithJobs is newPair with jobs ids training (one worker each) once
+// the leader granted leases of a few rounds.
+func newPairWithJobs(t *testing.T, ids ...string) (*cluster, pair, *jobDriver, func()) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts coordinator processes")
+	}
+	c, p := newPair(t)
+	d, stop := startJobs(t, p.jobs, p.subj, ids, 1)
+	eventually(t, 10*time.Second, "leases", func() bool { return len(d.seen()) >= 10 })
+	return c, p, d, stop
+}
+
+// signal sends sig to a coordinator process.
+func signal(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
+	t.Helper()
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestFailover_KillNineOfTheLeaderWhileJobsTrainLosesNoJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts coordinator processes")
@@ -227,24 +248,15 @@ func TestFailover_KillNineOfTheLeaderWhileJobsTrainLosesNoJob(t *testing.T) {
 }
 
 func TestFailover_AFrozenLeaderIsDeposedAndPublishesNothingAfterwards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts coordinator processes")
-	}
-	c, p := newPair(t)
-	subj, jobs, leader, standby, epoch := p.subj, p.jobs, p.leader, p.standby, p.epoch
-	d, stop := startJobs(t, jobs, subj, []string{"k0", "k1", "k2"}, 1)
+	c, p, d, stop := newPairWithJobs(t, "k0", "k1", "k2")
 	defer stop()
-	eventually(t, 10*time.Second, "leases", func() bool { return len(d.seen()) >= 10 })
+	leader, standby, epoch := p.leader, p.standby, p.epoch
 	// Freeze the leader (a partition, a long GC pause) until the standby
 	// took over, then let it run again.
-	if err := leader.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	signal(t, leader, syscall.SIGSTOP)
 	_, newEpoch := c.waitLeader(epoch, standby)
 	eventually(t, 10*time.Second, "leases of the new epoch", func() bool { return epochsPerRound(t, d.seen()) == newEpoch })
-	if err := leader.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	signal(t, leader, syscall.SIGCONT)
 	thawed := len(d.seen())
 	time.Sleep(2 * time.Second)
 	stop()
