@@ -44,7 +44,8 @@ type cluster struct {
 	dir   string
 	url   string
 	srv   *Embedded
-	admin *nats.Conn // coordinator rights: reads the leader key
+	admin *nats.Conn          // coordinator rights: reads the leader key
+	js    jetstream.JetStream // on admin
 	logs  lockedBuffer
 }
 
@@ -58,6 +59,9 @@ func newCluster(t *testing.T) *cluster {
 	t.Cleanup(srv.Shutdown)
 	c.srv, c.url = srv, "nats://"+addr
 	c.admin = dialEventually(t, c.url, coordinatorToken(t, c.dir))
+	if c.js, err = jetstream.New(c.admin); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -78,13 +82,9 @@ func (c *cluster) coordinator() *exec.Cmd {
 // leader reads the leader key: the holder's pid and epoch.
 func (c *cluster) leader() (pid int, epoch uint64) {
 	c.t.Helper()
-	js, err := jetstream.New(c.admin)
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, leaderBucket(protocol.DefaultPrefix))
+	kv, err := c.js.KeyValue(ctx, leaderBucket(protocol.DefaultPrefix))
 	if err != nil {
 		return 0, 0
 	}
@@ -176,6 +176,20 @@ func newPairWithJobs(t *testing.T, ids ...string) (*cluster, pair, *jobDriver, f
 	return c, p, d, stop
 }
 
+// stopAndCompare stops the jobs half a second after the new leader's first
+// leases, then checks its state and every lease published against an
+// uninterrupted fold of the log.
+func (p pair) stopAndCompare(t *testing.T, c *cluster, d *jobDriver, stop func()) *protocol.StatusReply {
+	t.Helper()
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	st := status(t, p.jobs, p.subj)
+	ref, rounds := reference(t, c.admin, p.subj.Prefix, st.LogSeq)
+	sameState(t, st, ref)
+	sameLeases(t, d.seen(), rounds, st.Round)
+	return st
+}
+
 // signal sends sig to a coordinator process.
 func signal(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 	t.Helper()
@@ -230,12 +244,7 @@ func TestFailover_KillNineOfTheLeaderWhileJobsTrainLosesNoJob(t *testing.T) {
 	if _, e := c.waitLeader(epoch, standby); e <= epoch {
 		t.Errorf("the new leader's epoch %d is not above %d", e, epoch)
 	}
-	time.Sleep(500 * time.Millisecond)
-	stop()
-	st := status(t, jobs, subj)
-	ref, rounds := reference(t, c.admin, subj.Prefix, st.LogSeq)
-	sameState(t, st, ref)
-	sameLeases(t, d.seen(), rounds, st.Round)
+	st := p.stopAndCompare(t, c, d, stop)
 	epochsPerRound(t, d.seen())
 	for _, id := range ids {
 		if row, ok := jobRow(st, id); !ok || (row.State != "active" && row.State != "pending") {
