@@ -295,6 +295,21 @@ func TestDurability_ChildCoordinator(t *testing.T) {
 	t.Fatal(svc.Run(context.Background())) // runs until killed
 }
 
+// startChildCoordinator starts TestDurability_ChildCoordinator as an
+// embedded coordinator process on dir, listening on listen, with env added
+// to its environment.
+func startChildCoordinator(t *testing.T, dir, listen string, logs *lockedBuffer, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDurability_ChildCoordinator$")
+	cmd.Env = append(append(os.Environ(), "SHOCKWAVE_CHILD_DIR="+dir, "SHOCKWAVE_CHILD_LISTEN="+listen), env...)
+	cmd.Stderr, cmd.Stdout = logs, logs
+	holdStdin(t, cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
 func childConfig() ServiceConfig {
 	l := newStderrLogger()
 	return ServiceConfig{Core: Config{GPUs: 2, RoundSeconds: testRound, JobTimeoutSeconds: 60},
@@ -307,16 +322,7 @@ func TestDurability_KillNineAtAnyMomentLosesNothingAndChangesNoPlan(t *testing.T
 	}
 	dir, listen := t.TempDir(), freeAddr(t)
 	var logs lockedBuffer
-	child := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestDurability_ChildCoordinator$")
-		cmd.Env = append(os.Environ(), "SHOCKWAVE_CHILD_DIR="+dir, "SHOCKWAVE_CHILD_LISTEN="+listen)
-		cmd.Stderr, cmd.Stdout = &logs, &logs
-		holdStdin(t, cmd)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
+	child := func() *exec.Cmd { return startChildCoordinator(t, dir, listen, &logs) }
 	cmd := child()
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}

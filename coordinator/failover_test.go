@@ -302,13 +302,7 @@ func TestEmbedded_TwoCoordinatorProcessesOnOneDataDir(t *testing.T) {
 	dir := t.TempDir()
 	var logs lockedBuffer
 	child := func(listen string) *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestDurability_ChildCoordinator$")
-		cmd.Env = append(os.Environ(), "SHOCKWAVE_CHILD_DIR="+dir, "SHOCKWAVE_CHILD_LISTEN="+listen)
-		cmd.Stderr, cmd.Stdout = &logs, &logs
-		holdStdin(t, cmd)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd := startChildCoordinator(t, dir, listen, &logs)
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd
 	}
@@ -363,14 +357,7 @@ func TestEmbedded_ARestartAfterKillNineDoesNotWaitForTheDeadLeadersLease(t *test
 	dir, listen := t.TempDir(), freeAddr(t)
 	var logs lockedBuffer
 	child := func() *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestDurability_ChildCoordinator$")
-		cmd.Env = append(os.Environ(), "SHOCKWAVE_CHILD_DIR="+dir, "SHOCKWAVE_CHILD_LISTEN="+listen,
-			"SHOCKWAVE_CHILD_LEADER_TTL=60s")
-		cmd.Stderr, cmd.Stdout = &logs, &logs
-		holdStdin(t, cmd)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd := startChildCoordinator(t, dir, listen, &logs, "SHOCKWAVE_CHILD_LEADER_TTL=60s")
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd
 	}
