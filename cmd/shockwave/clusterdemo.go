@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -115,30 +114,12 @@ func (d *clusterDemo) run(out, stderr io.Writer) error {
 	if d.work == "" {
 		d.work = filepath.Join(dir, "work")
 	}
-	emb, err := coordinator.StartEmbedded(coordinator.EmbeddedConfig{Listen: "127.0.0.1:-1", DataDir: filepath.Join(dir, "data")})
-	if err != nil {
-		return err
-	}
-	defer emb.Shutdown()
-	nc, err := emb.Connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	svc, err := coordinator.NewService(nc, coordinator.ServiceConfig{Policy: d.policy, AgentTimeout: 3 * d.round,
+	emb, nc, stop, err := serveDemo(ctx, filepath.Join(dir, "data"), coordinator.ServiceConfig{Policy: d.policy, AgentTimeout: 3 * d.round,
 		Core: coordinator.Config{Dynamic: true, RoundSeconds: d.round.Seconds()}})
 	if err != nil {
 		return err
 	}
-	stopSvc := goRun(ctx, svc.Run)
-	defer stopSvc()
-	for !svc.Health().OK {
-		select {
-		case <-ctx.Done():
-			return errors.New("the embedded coordinator did not start")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	defer stop()
 	url := emb.ClientURL()
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	for _, n := range d.nodes.Nodes {

@@ -71,6 +71,37 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	return demo(f, stdout)
 }
 
+// serveDemo starts an embedded NATS server on dataDir and a coordinator
+// with cfg on it, and waits until it serves; stop ends both.
+func serveDemo(ctx context.Context, dataDir string, cfg coordinator.ServiceConfig) (*coordinator.Embedded, *nats.Conn, func(), error) {
+	emb, err := coordinator.StartEmbedded(coordinator.EmbeddedConfig{Listen: "127.0.0.1:-1", DataDir: dataDir})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nc, err := emb.Connect()
+	if err != nil {
+		emb.Shutdown()
+		return nil, nil, nil, err
+	}
+	svc, err := coordinator.NewService(nc, cfg)
+	if err != nil {
+		nc.Close()
+		emb.Shutdown()
+		return nil, nil, nil, err
+	}
+	stopSvc := goRun(ctx, svc.Run)
+	stop := func() { stopSvc(); nc.Close(); emb.Shutdown() }
+	for !svc.Health().OK {
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil, nil, nil, errors.New("the embedded coordinator did not start")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return emb, nc, stop, nil
+}
+
 func demo(f demoFlags, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
@@ -79,35 +110,15 @@ func demo(f demoFlags, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	emb, err := coordinator.StartEmbedded(coordinator.EmbeddedConfig{Listen: "127.0.0.1:-1", DataDir: dir})
-	if err != nil {
-		return err
-	}
-	defer emb.Shutdown()
-	nc, err := emb.Connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	// A live coordinator: the Gavel-round baselines re-allocate on change,
 	// as `shockwave coordinator` does by default.
-	svc, err := coordinator.NewService(nc, coordinator.ServiceConfig{Policy: f.policy,
+	emb, nc, stop, err := serveDemo(ctx, dir, coordinator.ServiceConfig{Policy: f.policy,
 		PolicyOptions: policy.Options{ReallocateOnChange: true},
 		Core:          coordinator.Config{GPUs: f.gpus, RoundSeconds: f.round.Seconds()}})
 	if err != nil {
 		return err
 	}
-	svcCtx, stopSvc := context.WithCancel(ctx)
-	svcDone := make(chan error, 1)
-	go func() { svcDone <- svc.Run(svcCtx) }()
-	defer func() { stopSvc(); <-svcDone }()
-	for !svc.Health().OK {
-		select {
-		case <-ctx.Done():
-			return errors.New("the embedded coordinator did not start")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	defer stop()
 
 	jobs := demoJobs(f.jobs, f.work)
 	fmt.Fprintf(out, "shockwave demo: %d jobs on %d virtual GPUs, %v rounds, policy %s; coordinator at %s\n",
