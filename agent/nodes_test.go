@@ -171,10 +171,13 @@ func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
 	c := newCluster(t, "--gpus", "1", "--round", "5s", "--policy", "gavel")
 	c.startAgent("node-0", 1)
 	env := []string{"--env", "PYTHONPATH=" + filepath.Join(repo, "bindings", "python"), "--env", "SHOCKWAVE_LIBRARY=" + lib}
+	// Each run trains for about 20 s, so the first cannot finish before the
+	// second has imported torch and registered, even on a loaded machine
+	// (with 0.01 s steps it sometimes did, and nothing was preempted).
 	var jobs []string
 	for range 2 {
 		jobs = append(jobs, c.submit(env, py, filepath.Join(repo, "examples", "pytorch", "train.py"),
-			"--epochs", "6", "--workers", "0", "--step-delay", "0.01"))
+			"--epochs", "6", "--workers", "0", "--step-delay", "0.03"))
 	}
 	restarted := 0
 	for _, j := range jobs {
