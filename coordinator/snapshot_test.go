@@ -290,7 +290,7 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// live coordinator leaves both unset.
 		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs terse"},
 		// means … done are caches that swMeta.derive rebuilds on load.
-		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers planned pre dur dataset epoch submit modes alpha means meansOK post n cnt obsN upTo done targets guessed"},
+		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha means meansOK post n cnt obsN upTo done targets guessed"},
 		{fieldType(t, sw, "online").Elem(), "fc ignoreMode seen cache"},
 		{fc, "cfg jobs nodes thr ratio batch cal"},
 		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own nown thr exec cal ncal"},

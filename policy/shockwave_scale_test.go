@@ -1,0 +1,149 @@
+package policy
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The live coordinator's shape at scale (coordinator/load_test.go,
+// docs/scale.md "Live coordinator at 10,000 jobs"): every job a ResNet-18
+// of width 1 or 2 at batch size 32 on 50,000 samples, 1,000,000 steps, no
+// declared mode or schedule; a running job makes 100 steps/s; 5 s rounds;
+// nodes of 8 GPUs.
+const (
+	liveRoundSeconds = 5
+	liveStepsPerSec  = 100
+)
+
+func liveScaleJobs(n int) []*Job {
+	jobs := make([]*Job, n)
+	for i := range jobs {
+		jobs[i] = &Job{ID: fmt.Sprintf("job-%05d", i), Seq: i, Model: "ResNet-18", Workers: 1 + i%2, Priority: 1,
+			InitialBatchSize: 32, BatchSize: 32, DatasetSize: 50000, TotalSteps: 1_000_000, LastRun: -1}
+	}
+	return jobs
+}
+
+// liveScale drives a Shockwave policy the way the Core does at the live
+// load test's scale: every job admitted in round 0, then rounds in which
+// the jobs the plan runs make progress and report one measurement.
+type liveScale struct {
+	p      *Shockwave
+	jobs   []*Job
+	snap   Snapshot
+	admit  time.Duration   // the Admit calls of round 0
+	first  time.Duration   // round 0's Allocate
+	solved []time.Duration // later rounds that re-solved the market
+	kept   []time.Duration // later rounds that followed the stored plan
+}
+
+func newLiveScale(tb testing.TB, jobs, gpus int) *liveScale {
+	tb.Helper()
+	p, err := NewShockwave(DefaultShockwaveConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	nodes := make([]int, gpus/8)
+	for i := range nodes {
+		nodes[i] = 8
+	}
+	s := &liveScale{p: p, jobs: liveScaleJobs(jobs)}
+	s.snap = Snapshot{GPUs: gpus, Nodes: nodes, RoundSeconds: liveRoundSeconds, Jobs: s.jobs}
+	return s
+}
+
+// round runs round r: Admit every job in round 0, then Allocate, then the
+// progress of the jobs it runs, folded into their views for round r+1.
+func (s *liveScale) round(tb testing.TB, r int) {
+	tb.Helper()
+	s.snap.Round, s.snap.Now = r, float64(r*liveRoundSeconds)
+	if r == 0 {
+		t0 := time.Now()
+		for _, j := range s.jobs {
+			j.AdmitTime = s.snap.Now
+			s.p.Admit(j)
+		}
+		s.admit = time.Since(t0)
+	}
+	t0 := time.Now()
+	plan, err := s.p.Allocate(&s.snap)
+	d := time.Since(t0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	switch {
+	case r == 0:
+		s.first = d
+	case plan.Solved:
+		s.solved = append(s.solved, d)
+	default:
+		s.kept = append(s.kept, d)
+	}
+	byID := make(map[string]*Job, len(s.jobs))
+	for _, j := range s.jobs {
+		byID[j.ID] = j
+	}
+	for _, id := range plan.Run {
+		j := byID[id]
+		j.StepsDone = min(j.TotalSteps, j.StepsDone+liveStepsPerSec*liveRoundSeconds)
+		j.RunTime += liveRoundSeconds
+		j.Epoch = int(j.StepsDone / ceilDiv(int64(j.DatasetSize), int64(j.BatchSize)))
+		j.Measurements = append(j.Measurements, Measurement{Round: r + 1, Throughput: liveStepsPerSec, BatchSize: j.BatchSize})
+		j.LastRun = r
+	}
+}
+
+func pct(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return float64(s[min(len(s)-1, int(q*float64(len(s))))]) / 1e6
+}
+
+// heapBytes is the live heap after a collection.
+func heapBytes() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkShockwaveLive_10000Jobs2560GPUs measures the policy's share of
+// a live round at the load test's 10,000-job shape: the Admit calls and
+// the Allocate of the first round, and 24 further rounds' Allocate, split
+// into those that re-solved the market and those that did not (ms, p50 and
+// p99 of each; with so few rounds the p99 is the maximum), and the live
+// heap the policy holds per job (policy-B/job, the jobs' own views
+// excluded). Run with -benchtime 1x.
+func BenchmarkShockwaveLive_10000Jobs2560GPUs(b *testing.B) { benchLive(b, 10_000, 2_560, 24) }
+
+// BenchmarkShockwaveLive_2000Jobs512GPUs is the same at the 2,000-job shape.
+func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 512, 24) }
+
+func benchLive(b *testing.B, jobs, gpus, rounds int) {
+	for range b.N {
+		s := newLiveScale(b, jobs, gpus)
+		for r := range rounds + 1 {
+			s.round(b, r)
+		}
+		state := len(s.p.MarshalState())
+		with := heapBytes()
+		s.p = nil // what the policy alone holds: the heap with it less the heap without
+		policyHeap := float64(with) - float64(heapBytes())
+		runtime.KeepAlive(s)
+		b.ReportMetric(float64(s.admit)/1e6, "admit-ms")
+		b.ReportMetric(float64(s.first)/1e6, "first-ms")
+		b.ReportMetric(pct(s.solved, 0.5), "solved-p50-ms")
+		b.ReportMetric(pct(s.solved, 0.99), "solved-p99-ms")
+		b.ReportMetric(pct(s.kept, 0.5), "kept-p50-ms")
+		b.ReportMetric(pct(s.kept, 0.99), "kept-p99-ms")
+		b.ReportMetric(float64(len(s.solved)), "solved-rounds")
+		b.ReportMetric(policyHeap/float64(jobs), "policy-B/job")
+		b.ReportMetric(float64(state)/float64(jobs), "state-B/job")
+	}
+}
