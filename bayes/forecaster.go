@@ -210,8 +210,7 @@ type job struct {
 	taught    int  // transitions e → e+1 for e < taught are in the families
 	changes   int
 	det       *Detector
-	own       [maxLevels]levelObs
-	nown      int
+	own       []levelObs // at most maxLevels
 	thr       *thrStat // peer table entry of the current batch size
 
 	exec float64                 // execution seconds reported (Σ Elapsed)
@@ -229,6 +228,7 @@ type Forecaster struct {
 	ratio map[string]*NormalGamma // per model; "" pools all models
 	batch map[string]*modelBatch  // per model: the batch sizes its jobs used
 	cal   calibrator              // the band's scale, learned from completed jobs
+	det   detShared               // the jobs' detectors' tables and scratch (from cfg)
 }
 
 // modelBatch is what a model's jobs taught about batch sizes: how many
@@ -277,7 +277,7 @@ func NewForecaster(cfg ForecastConfig) *Forecaster {
 		panic(err)
 	}
 	return &Forecaster{
-		cfg: c, jobs: map[string]*job{}, nodes: map[famKey]*node{},
+		cfg: c, jobs: map[string]*job{}, nodes: map[famKey]*node{}, det: newDetShared(c.Detector),
 		thr: map[thrKey]*thrStat{}, ratio: map[string]*NormalGamma{}, batch: map[string]*modelBatch{},
 	}
 }
@@ -306,7 +306,7 @@ func (f *Forecaster) Admit(spec JobSpec) error {
 		epochs: int(ceilDiv(spec.TotalSteps, int64(ipe(spec.DatasetSize, spec.InitialBatchSize)))),
 		bs:     spec.InitialBatchSize,
 		total:  spec.TotalSteps,
-		det:    NewDetector(f.cfg.Detector),
+		det:    f.det.new(f.cfg.Detector),
 		segs:   []segment{{0, int32(spec.InitialBatchSize)}},
 	}
 	for lvl := range j.nodes {
@@ -352,7 +352,7 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	j.pos = min(pos, float64(j.epochs))
 	if o.Throughput > 0 {
 		x := math.Log(o.Throughput)
-		if j.nown == 0 && j.det.Observations() == 0 && !(j.spec.Throughput > 0) {
+		if len(j.own) == 0 && j.det.Observations() == 0 && !(j.spec.Throughput > 0) {
 			// Nothing centred the prior yet: the first measurement does, so
 			// that the forecast does not depend on the unit of throughput.
 			j.det.SetPriorMean(x)
@@ -414,7 +414,7 @@ func (f *Forecaster) changeRegime(j *job, bs, start int) {
 }
 
 func (j *job) ownAt(bs int) *levelObs {
-	for i := range j.nown {
+	for i := range j.own {
 		if j.own[i].bs == bs {
 			return &j.own[i]
 		}
@@ -427,9 +427,8 @@ func (j *job) setOwn(bs int, mu, v float64) {
 		o.logThr, o.v = mu, v
 		return
 	}
-	if j.nown < maxLevels {
-		j.own[j.nown] = levelObs{bs: bs, logThr: mu, v: v}
-		j.nown++
+	if len(j.own) < maxLevels {
+		j.own = append(j.own, levelObs{bs: bs, logThr: mu, v: v})
 	}
 }
 
@@ -462,10 +461,10 @@ func (f *Forecaster) Remove(id string) { delete(f.jobs, id) }
 // the log2-slopes of samples/s between the job's measured batch sizes,
 // adjacent in size.
 func (f *Forecaster) learnRatios(j *job) {
-	if j.nown < 2 {
+	if len(j.own) < 2 {
 		return
 	}
-	lv := j.own[:j.nown]
+	lv := j.own
 	// insertion sort by batch size (at most maxLevels entries, no allocation)
 	for a := 1; a < len(lv); a++ {
 		for b := a; b > 0 && lv[b].bs < lv[b-1].bs; b-- {

@@ -221,8 +221,12 @@ func (j *job) append(e *wire.Encoder) {
 	e.Bool(j.truncated)
 	e.Int(j.taught)
 	e.Int(j.changes)
-	e.Int(j.nown)
-	for _, o := range j.own {
+	e.Int(len(j.own))
+	for i := range maxLevels { // all maxLevels entries, the unused ones zero (the encoding of an array)
+		var o levelObs
+		if i < len(j.own) {
+			o = j.own[i]
+		}
 		e.Int(o.bs)
 		e.F64(o.logThr)
 		e.F64(o.v)
@@ -251,9 +255,12 @@ func (f *Forecaster) loadJob(d *wire.Decoder) *job {
 		j.segs[i] = segment{int32(d.IntIn(math.MinInt32, math.MaxInt32)), int32(d.IntIn(math.MinInt32, math.MaxInt32))}
 	}
 	j.truncated, j.taught, j.changes = d.Bool(), d.Int(), d.Int()
-	j.nown = d.IntIn(0, maxLevels)
-	for i := range j.own {
-		j.own[i] = levelObs{bs: d.Int(), logThr: d.F64(), v: d.F64()}
+	nown := d.IntIn(0, maxLevels)
+	for i := range maxLevels {
+		o := levelObs{bs: d.Int(), logThr: d.F64(), v: d.F64()}
+		if i < nown {
+			j.own = append(j.own, o)
+		}
 	}
 	j.exec = d.F64()
 	j.ncal = d.IntIn(0, len(calMarks))
@@ -267,7 +274,7 @@ func (f *Forecaster) loadJob(d *wire.Decoder) *job {
 		d.Failf("bayes: state: job %s without a regime history", s.ID)
 		return nil
 	}
-	j.det = NewDetector(f.cfg.Detector)
+	j.det = f.det.new(f.cfg.Detector)
 	j.det.load(d)
 	for lvl := range j.nodes {
 		j.nodes[lvl] = f.node(familyKey(lvl, *s))
@@ -305,13 +312,14 @@ func (d *Detector) append(e *wire.Encoder) {
 
 func (d *Detector) load(dec *wire.Decoder) {
 	d.cfg.Prior = NormalGamma{Mu: dec.F64(), Kappa: dec.F64(), Alpha: dec.F64(), Beta: dec.F64()}
-	d.hi = dec.IntIn(0, len(d.w)-1)
+	d.hi = dec.IntIn(0, d.cfg.MaxRun)
 	d.t = dec.IntIn(0, math.MaxInt32)
 	d.changeProb = dec.F64()
 	if dec.Err() != nil {
 		d.hi = 0
 		return
 	}
+	d.grow(d.hi + 1)
 	for r := 0; r <= d.hi; r++ {
 		d.w[r], d.mu[r], d.beta[r], d.logBeta[r] = dec.F64(), dec.F64(), dec.F64(), dec.F64()
 	}

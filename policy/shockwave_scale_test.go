@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"runtime"
 	"slices"
 	"testing"
@@ -125,6 +127,12 @@ func BenchmarkShockwaveLive_10000Jobs2560GPUs(b *testing.B) { benchLive(b, 10_00
 // BenchmarkShockwaveLive_2000Jobs512GPUs is the same at the 2,000-job shape.
 func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 512, 24) }
 
+// BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs runs 1,000 jobs on
+// 1,024 GPUs for 100 rounds, so that most jobs have run more rounds than
+// the change-point detector's longest run (its per-job cells are then all
+// grown): the policy-B/job of a long-running cluster.
+func BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs(b *testing.B) { benchLive(b, 1_000, 1_024, 100) }
+
 func benchLive(b *testing.B, jobs, gpus, rounds int) {
 	for range b.N {
 		s := newLiveScale(b, jobs, gpus)
@@ -133,6 +141,9 @@ func benchLive(b *testing.B, jobs, gpus, rounds int) {
 		}
 		state := len(s.p.MarshalState())
 		with := heapBytes()
+		if f := os.Getenv("SHOCKWAVE_BENCH_HEAP"); f != "" { // a heap profile with the policy live
+			writeHeapProfile(b, f)
+		}
 		s.p = nil // what the policy alone holds: the heap with it less the heap without
 		policyHeap := float64(with) - float64(heapBytes())
 		runtime.KeepAlive(s)
@@ -145,5 +156,16 @@ func benchLive(b *testing.B, jobs, gpus, rounds int) {
 		b.ReportMetric(float64(len(s.solved)), "solved-rounds")
 		b.ReportMetric(policyHeap/float64(jobs), "policy-B/job")
 		b.ReportMetric(float64(state)/float64(jobs), "state-B/job")
+	}
+}
+
+func writeHeapProfile(tb testing.TB, file string) {
+	f, err := os.Create(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		tb.Fatal(err)
 	}
 }
