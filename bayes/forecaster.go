@@ -211,7 +211,7 @@ type job struct {
 	changes   int
 	det       *Detector
 	own       []levelObs // at most maxLevels
-	thr       *thrStat // peer table entry of the current batch size
+	thr       *thrStat   // peer table entry of the current batch size
 
 	exec float64                 // execution seconds reported (Σ Elapsed)
 	cal  [len(calMarks)]calPoint // raw bands kept at calMarks (calibrate.go)

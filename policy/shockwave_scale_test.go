@@ -3,8 +3,8 @@ package policy
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -131,7 +131,9 @@ func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 
 // 1,024 GPUs for 100 rounds, so that most jobs have run more rounds than
 // the change-point detector's longest run (its per-job cells are then all
 // grown): the policy-B/job of a long-running cluster.
-func BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs(b *testing.B) { benchLive(b, 1_000, 1_024, 100) }
+func BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs(b *testing.B) {
+	benchLive(b, 1_000, 1_024, 100)
+}
 
 func benchLive(b *testing.B, jobs, gpus, rounds int) {
 	for range b.N {
