@@ -200,7 +200,8 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 			break
 		}
 		if e >= tail && staysPut(&st, P) {
-			continue
+			stillEpochs(cur, &N, &st.dur, L, e+1, E, pTotal) // the remaining epochs only accumulate
+			break
 		}
 		*nxt = moments{}
 		Pn, An, Bn := &nxt.P, &nxt.A, &nxt.B
