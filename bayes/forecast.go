@@ -134,7 +134,7 @@ func (f *Forecaster) Forecast(id string) (Forecast, error) {
 	if !ok {
 		return Forecast{}, fmt.Errorf("bayes: unknown job %s", id)
 	}
-	fc, err := f.forecastRaw(j)
+	fc, err := f.forecastShared(j) // forecastRaw, shared by pristine jobs (forecast_memo.go)
 	fc.Remaining = f.cal.calibrate(fc.Remaining)
 	return fc, err
 }

@@ -229,6 +229,10 @@ type Forecaster struct {
 	batch map[string]*modelBatch  // per model: the batch sizes its jobs used
 	cal   calibrator              // the band's scale, learned from completed jobs
 	det   detShared               // the jobs' detectors' tables and scratch (from cfg)
+	// ver counts the calls that may have changed what forecasts read;
+	// memo holds pristine jobs' forecasts at a version (forecast_memo.go).
+	ver  uint64
+	memo forecastMemo
 }
 
 // modelBatch is what a model's jobs taught about batch sizes: how many
@@ -298,6 +302,7 @@ func (f *Forecaster) Admit(spec JobSpec) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
+	f.changed()
 	if _, dup := f.jobs[spec.ID]; dup {
 		return fmt.Errorf("bayes: job %s already admitted", spec.ID)
 	}
@@ -336,6 +341,7 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	if err := o.validate(id); err != nil {
 		return err
 	}
+	f.changed()
 	f.sawBatch(j.spec.Model, o.BatchSize, false)
 	prevPos := j.pos
 	n := ipe(j.spec.DatasetSize, o.BatchSize)
@@ -441,6 +447,7 @@ func (f *Forecaster) Complete(id string) {
 	if !ok {
 		return
 	}
+	f.changed()
 	f.teach(j, j.epochs-1)
 	if j.det.Observations() > 0 {
 		j.setOwn(j.bs, j.det.Mean(), j.det.MeanVariance())
@@ -455,7 +462,10 @@ func (f *Forecaster) Complete(id string) {
 // it went through (observed facts); its future teaches nothing, and its
 // throughput ratios do not teach the ratio posterior. An unknown id is
 // ignored.
-func (f *Forecaster) Remove(id string) { delete(f.jobs, id) }
+func (f *Forecaster) Remove(id string) {
+	f.changed()
+	delete(f.jobs, id)
+}
 
 // learnRatios updates the model's (and the pooled) ratio posterior with
 // the log2-slopes of samples/s between the job's measured batch sizes,

@@ -92,6 +92,7 @@ func (f *Forecaster) AppendState(e *wire.Encoder) {
 // LoadState reads a state written by AppendState into f, which must be
 // fresh. Errors are recorded in d.
 func (f *Forecaster) LoadState(d *wire.Decoder) {
+	f.changed()
 	if v := d.Int(); d.Err() == nil && v != stateVersion {
 		d.Failf("bayes: state version %d, want %d", v, stateVersion)
 	}

@@ -292,8 +292,9 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// means … done are caches that swMeta.derive rebuilds on load.
 		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha means meansOK post n cnt obsN upTo done targets guessed"},
 		{fieldType(t, sw, "online").Elem(), "fc ignoreMode seen cache"},
-		// det is the detectors' tables and scratch, from the configuration.
-		{fc, "cfg jobs nodes thr ratio batch cal det"},
+		// det is the detectors' tables and scratch, from the configuration; ver and
+		// memo a cache of forecasts that a restored forecaster starts without.
+		{fc, "cfg jobs nodes thr ratio batch cal det ver memo"},
 		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own thr exec cal ncal"},
 		// tab and scr are the configuration's tables and a scratch.
 		{reflect.TypeOf(bayes.Detector{}), "cfg tab scr w mu beta logBeta hi t changeProb"},

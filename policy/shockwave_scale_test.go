@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -40,6 +41,12 @@ type liveScale struct {
 	first  time.Duration   // round 0's Allocate
 	solved []time.Duration // later rounds that re-solved the market
 	kept   []time.Duration // later rounds that followed the stored plan
+	// the same, in CPU time of the benchmark's thread (threadCPU)
+	admitCPU, firstCPU time.Duration
+	solvedCPU, keptCPU []time.Duration
+	// forecasts made after round 0, and how many equal the job's forecast
+	// of the round before
+	forecasts, same int
 }
 
 func newLiveScale(tb testing.TB, jobs, gpus int) *liveScale {
@@ -63,26 +70,35 @@ func (s *liveScale) round(tb testing.TB, r int) {
 	tb.Helper()
 	s.snap.Round, s.snap.Now = r, float64(r*liveRoundSeconds)
 	if r == 0 {
-		t0 := time.Now()
+		t0, c0 := time.Now(), threadCPU()
 		for _, j := range s.jobs {
 			j.AdmitTime = s.snap.Now
 			s.p.Admit(j)
 		}
-		s.admit = time.Since(t0)
+		s.admit, s.admitCPU = time.Since(t0), time.Duration(threadCPU()-c0)
 	}
-	t0 := time.Now()
+	prev := maps.Clone(s.p.online.cache)
+	t0, c0 := time.Now(), threadCPU()
 	plan, err := s.p.Allocate(&s.snap)
-	d := time.Since(t0)
+	d, cpu := time.Since(t0), time.Duration(threadCPU()-c0)
+	if r > 0 {
+		for id, f := range s.p.online.cache {
+			s.forecasts++
+			if g, ok := prev[id]; ok && g == f {
+				s.same++
+			}
+		}
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
 	switch {
 	case r == 0:
-		s.first = d
+		s.first, s.firstCPU = d, cpu
 	case plan.Solved:
-		s.solved = append(s.solved, d)
+		s.solved, s.solvedCPU = append(s.solved, d), append(s.solvedCPU, cpu)
 	default:
-		s.kept = append(s.kept, d)
+		s.kept, s.keptCPU = append(s.kept, d), append(s.keptCPU, cpu)
 	}
 	byID := make(map[string]*Job, len(s.jobs))
 	for _, j := range s.jobs {
@@ -119,10 +135,20 @@ func heapBytes() uint64 {
 // a live round at the load test's 10,000-job shape: the Admit calls and
 // the Allocate of the first round, and 24 further rounds' Allocate, split
 // into those that re-solved the market and those that did not (ms, p50 and
-// p99 of each; with so few rounds the p99 is the maximum), and the live
-// heap the policy holds per job (policy-B/job, the jobs' own views
-// excluded). Run with -benchtime 1x.
+// p99 of each; with so few rounds the p99 is the maximum), in wall time
+// and in the CPU time of the benchmark's thread (-cpu-: steadier on a
+// shared machine; the garbage collector's background work on other
+// threads is not in it), the live heap the policy holds per job
+// (policy-B/job, the jobs' own views excluded), the size of its saved
+// state per job, and the share of forecasts equal to the job's forecast
+// of the round before. Run with -benchtime 1x.
 func BenchmarkShockwaveLive_10000Jobs2560GPUs(b *testing.B) { benchLive(b, 10_000, 2_560, 24) }
+
+// BenchmarkShockwaveLive_FirstRound_10000Jobs2560GPUs is the first round
+// alone: 10,000 admissions and the first Allocate.
+func BenchmarkShockwaveLive_FirstRound_10000Jobs2560GPUs(b *testing.B) {
+	benchLive(b, 10_000, 2_560, 0)
+}
 
 // BenchmarkShockwaveLive_2000Jobs512GPUs is the same at the 2,000-job shape.
 func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 512, 24) }
@@ -136,6 +162,8 @@ func BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs(b *testing.B) {
 }
 
 func benchLive(b *testing.B, jobs, gpus, rounds int) {
+	runtime.LockOSThread() // threadCPU measures this goroutine's thread
+	defer runtime.UnlockOSThread()
 	for range b.N {
 		s := newLiveScale(b, jobs, gpus)
 		for r := range rounds + 1 {
@@ -155,7 +183,14 @@ func benchLive(b *testing.B, jobs, gpus, rounds int) {
 		b.ReportMetric(pct(s.solved, 0.99), "solved-p99-ms")
 		b.ReportMetric(pct(s.kept, 0.5), "kept-p50-ms")
 		b.ReportMetric(pct(s.kept, 0.99), "kept-p99-ms")
+		b.ReportMetric(float64(s.admitCPU)/1e6, "admit-cpu-ms")
+		b.ReportMetric(float64(s.firstCPU)/1e6, "first-cpu-ms")
+		b.ReportMetric(pct(s.solvedCPU, 0.5), "solved-cpu-p50-ms")
+		b.ReportMetric(pct(s.solvedCPU, 0.99), "solved-cpu-p99-ms")
+		b.ReportMetric(pct(s.keptCPU, 0.5), "kept-cpu-p50-ms")
+		b.ReportMetric(pct(s.keptCPU, 0.99), "kept-cpu-p99-ms")
 		b.ReportMetric(float64(len(s.solved)), "solved-rounds")
+		b.ReportMetric(100*float64(s.same)/float64(max(s.forecasts, 1)), "same-forecast-%")
 		b.ReportMetric(policyHeap/float64(jobs), "policy-B/job")
 		b.ReportMetric(float64(state)/float64(jobs), "state-B/job")
 	}
