@@ -289,9 +289,10 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// onSolve and terse (SetExplain) are the caller's settings, not state: a
 		// live coordinator leaves both unset.
 		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs terse"},
-		// means … done are caches that swMeta.derive rebuilds on load.
-		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha means meansOK post n cnt obsN upTo done targets guessed"},
-		{fieldType(t, sw, "online").Elem(), "fc ignoreMode seen cache"},
+		// est holds caches that are rebuilt after a load (swMeta.derive).
+		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha est targets guessed"},
+		{fieldType(t, sw, "online").Elem(), "fc ignoreMode jobs"},
+		{fieldType(t, fieldType(t, sw, "online").Elem(), "jobs").Elem().Elem(), "seen tracked forecast cached"},
 		// det is the detectors' tables and scratch, from the configuration; ver and
 		// memo a cache of forecasts that a restored forecaster starts without.
 		{fc, "cfg jobs nodes thr ratio batch cal det ver memo"},

@@ -31,6 +31,18 @@ type swMeta struct {
 	submit  float64
 	modes   []int     // sorted distinct planned batch sizes
 	alpha   []float64 // Dirichlet prior α_b = E/|M|, by mode index
+	// est holds the profile estimate's caches, allocated when one is
+	// first made (the profile mode; in online mode, only explanations of
+	// jobs that declared a schedule make one).
+	est *swEst
+
+	targets []swTarget // fair-share finish estimates
+	guessed bool       // the targets rest on an uninformed online forecast
+}
+
+// swEst is what the profile estimate keeps between calls, rebuilt from the
+// metadata alone.
+type swEst struct {
 	// means[k] is modeMean(k), valid while meansOK; calibrate, the only
 	// writer of dur after construction, clears it.
 	means   []float64
@@ -38,16 +50,24 @@ type swMeta struct {
 	// remaining's state by mode index: the posterior α + counts and the
 	// counts of the first obsN planned epochs (extended as c grows, so
 	// the posterior takes the same sum of ones in the same order), and
-	// scratch for the expected counts. Allocated at the first call.
+	// scratch for the expected counts.
 	post, n []float64
 	cnt     []int
 	obsN    int
 	// Running sums of D[:i] for epochSeconds and doneSeconds, extended
 	// as the epoch grows; calibrate resets them.
 	upTo, done prefix
+}
 
-	targets []swTarget // fair-share finish estimates
-	guessed bool       // the targets rest on an uninformed online forecast
+// caches returns the estimate's caches, allocating them at the first call.
+func (m *swMeta) caches() *swEst {
+	if m.est == nil {
+		m.est = &swEst{
+			means: make([]float64, len(m.modes)), post: slices.Clone(m.alpha),
+			n: make([]float64, len(m.modes)), cnt: make([]int, len(m.modes)),
+		}
+	}
+	return m.est
 }
 
 // swSeg is a run of epochs [previous run's end, end) planned at batch size
@@ -104,12 +124,7 @@ func encodeSchedule(planned []int, secs []float64, modes []int) []swSeg {
 // remaining's posterior, the running epoch sums), which are rebuilt from
 // the metadata alone: for a new job, and for one restored from a state
 // snapshot.
-func (m *swMeta) derive() {
-	m.means, m.meansOK = nil, false
-	m.post, m.n, m.cnt = nil, nil, nil
-	m.obsN = 0
-	m.upTo, m.done = prefix{}, prefix{}
-}
+func (m *swMeta) derive() { m.est = nil }
 
 // constantSchedule is the profile of a job that declared no schedule: its
 // epochs all at the initial batch size, each of the seconds the registered
@@ -199,8 +214,10 @@ func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
 	for i := range m.dur {
 		m.dur[i] = m.segs[i].pre * (pre / meas)
 	}
-	m.meansOK = false
-	m.upTo, m.done = prefix{}, prefix{}
+	if m.est != nil {
+		m.est.meansOK = false
+		m.est.upTo, m.est.done = prefix{}, prefix{}
+	}
 }
 
 // prefix is a running sum of D over the first n epochs.
@@ -238,39 +255,34 @@ func (p *prefix) of(m *swMeta, n int) float64 {
 // before; the observations' decrements are one subtraction of
 // min(count, ⌊n_b⌋), since x − 1 is exact for 1 ≤ x < 2^53.
 func (m *swMeta) remaining(p int) float64 {
-	if m.post == nil {
-		m.post = slices.Clone(m.alpha)
-		m.n = make([]float64, len(m.modes))
-		m.cnt = make([]int, len(m.modes))
-		m.obsN = 0
-	}
+	c := m.caches()
 	obs := min(p, m.epochs-1) + 1
-	if obs < m.obsN {
-		copy(m.post, m.alpha)
-		clear(m.cnt)
-		m.obsN = 0
+	if obs < c.obsN {
+		copy(c.post, m.alpha)
+		clear(c.cnt)
+		c.obsN = 0
 	}
-	if m.obsN < obs {
-		s := m.segOf(m.obsN)
-		for e := m.obsN; e < obs; e++ {
+	if c.obsN < obs {
+		s := m.segOf(c.obsN)
+		for e := c.obsN; e < obs; e++ {
 			for int(m.segs[s].end) <= e {
 				s++
 			}
 			k := m.segs[s].mode
-			m.post[k]++
-			m.cnt[k]++
+			c.post[k]++
+			c.cnt[k]++
 		}
 	}
-	m.obsN = obs
+	c.obsN = obs
 	total := 0.0
-	for k := range m.post {
-		total += m.post[k]
+	for k := range c.post {
+		total += c.post[k]
 	}
-	n := m.n
+	n := c.n
 	for k := range n {
-		n[k] = float64(m.epochs) * m.post[k] / total
+		n[k] = float64(m.epochs) * c.post[k] / total
 		if n[k] >= 1 {
-			n[k] -= min(float64(m.cnt[k]), math.Floor(n[k]))
+			n[k] -= min(float64(c.cnt[k]), math.Floor(n[k]))
 		}
 	}
 	rem := m.epochs - m.epoch
@@ -288,7 +300,7 @@ func (m *swMeta) remaining(p int) float64 {
 	m.cacheMeans()
 	est := 0.0
 	for k := range n {
-		est += n[k] * m.means[k]
+		est += n[k] * c.means[k]
 	}
 	return est * float64(rem) / infl
 }
@@ -296,16 +308,14 @@ func (m *swMeta) remaining(p int) float64 {
 // cacheMeans fills m.means, the mean calibrated duration of the epochs
 // planned at each mode, when calibrate has changed the durations.
 func (m *swMeta) cacheMeans() {
-	if m.meansOK {
+	c := m.caches()
+	if c.meansOK {
 		return
 	}
-	if m.means == nil {
-		m.means = make([]float64, len(m.modes))
-	}
 	for k := range m.modes {
-		m.means[k] = m.modeMean(k)
+		c.means[k] = m.modeMean(k)
 	}
-	m.meansOK = true
+	c.meansOK = true
 }
 
 // modeMean is the mean calibrated duration of the epochs planned at
@@ -332,12 +342,12 @@ func (m *swMeta) modeMean(k int) float64 {
 // duration of epochs 0..c (spec §4.3).
 func (m *swMeta) epochSeconds() float64 {
 	hi := min(m.epoch, m.epochs-1)
-	return m.upTo.of(m, hi+1) / float64(hi+1)
+	return m.caches().upTo.of(m, hi+1) / float64(hi+1)
 }
 
 // doneSeconds is Σ_{e<c} D[e].
 func (m *swMeta) doneSeconds() float64 {
-	return m.done.of(m, min(m.epoch, m.epochs))
+	return m.caches().done.of(m, min(m.epoch, m.epochs))
 }
 
 // target is the momentum-averaged fair-share finish time F at round r

@@ -226,7 +226,7 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 					m.calibrate(j.Measurements, snap.RoundSeconds)
 					e.ProfileRemaining = m.remaining(m.epoch)
 				}
-				if f, ok := s.online.cache[j.ID]; ok {
+				if f, ok := s.online.cached(j.ID); ok {
 					// the used forecast is floored at 1 s (estimate); keep it inside its band
 					e.ForecastP10 = math.Min(f.Remaining.P10, e.ForecastRemaining)
 					e.ForecastP90 = math.Max(f.Remaining.P90, e.ForecastRemaining)

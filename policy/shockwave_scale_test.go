@@ -2,13 +2,14 @@ package policy
 
 import (
 	"fmt"
-	"maps"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/shockwave-sched/shockwave/bayes"
 )
 
 // The live coordinator's shape at scale (coordinator/load_test.go,
@@ -77,14 +78,17 @@ func (s *liveScale) round(tb testing.TB, r int) {
 		}
 		s.admit, s.admitCPU = time.Since(t0), time.Duration(threadCPU()-c0)
 	}
-	prev := maps.Clone(s.p.online.cache)
+	prev := map[string]bayes.Forecast{}
+	for id, e := range s.p.online.jobs {
+		prev[id] = e.forecast
+	}
 	t0, c0 := time.Now(), threadCPU()
 	plan, err := s.p.Allocate(&s.snap)
 	d, cpu := time.Since(t0), time.Duration(threadCPU()-c0)
 	if r > 0 {
-		for id, f := range s.p.online.cache {
+		for id, e := range s.p.online.jobs {
 			s.forecasts++
-			if g, ok := prev[id]; ok && g == f {
+			if g, ok := prev[id]; ok && g == e.forecast {
 				s.same++
 			}
 		}

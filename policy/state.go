@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/shockwave-sched/shockwave/bayes"
 	"github.com/shockwave-sched/shockwave/internal/wire"
 	"github.com/shockwave-sched/shockwave/market"
 )
@@ -385,12 +386,22 @@ func (m *swMeta) checkSegs(d *wire.Decoder) {
 	}
 }
 
+// append writes the forecaster, then what it was last told about each
+// tracked job, then each job's latest forecast, both in id order.
 func (o *swOnline) append(e *wire.Encoder) {
 	o.fc.AppendState(e)
-	ids := sortedIDs(o.seen)
-	e.Len(len(ids))
-	for _, id := range ids {
-		v := o.seen[id]
+	var tracked, cached []string
+	for _, id := range sortedIDs(o.jobs) {
+		if o.jobs[id].tracked {
+			tracked = append(tracked, id)
+		}
+		if o.jobs[id].cached {
+			cached = append(cached, id)
+		}
+	}
+	e.Len(len(tracked))
+	for _, id := range tracked {
+		v := o.jobs[id].seen
 		e.Str(id)
 		e.I64(v.steps)
 		e.I64(v.total)
@@ -398,10 +409,9 @@ func (o *swOnline) append(e *wire.Encoder) {
 		e.F64(v.runTime)
 		e.Int(v.measRound)
 	}
-	ids = sortedIDs(o.cache)
-	e.Len(len(ids))
-	for _, id := range ids {
-		f := o.cache[id]
+	e.Len(len(cached))
+	for _, id := range cached {
+		f := o.jobs[id].forecast
 		e.Str(id)
 		e.F64(f.Remaining.Mean)
 		e.F64(f.Remaining.P10)
@@ -422,22 +432,27 @@ func (o *swOnline) append(e *wire.Encoder) {
 func (o *swOnline) load(d *wire.Decoder) {
 	o.fc.LoadState(d)
 	n := d.Len(48)
-	clear(o.seen)
+	clear(o.jobs)
 	for range n {
 		id := d.Str()
-		o.seen[id] = swSeen{steps: d.I64(), total: d.I64(), batch: d.Int(), runTime: d.F64(), measRound: d.Int()}
+		e := o.entry(id)
+		e.seen = swSeen{steps: d.I64(), total: d.I64(), batch: d.Int(), runTime: d.F64(), measRound: d.Int()}
+		e.tracked = true
 	}
 	n = d.Len(105)
-	clear(o.cache)
 	for range n {
 		id := d.Str()
-		f := o.cache[id]
+		var f bayes.Forecast
 		f.Remaining.Mean, f.Remaining.P10, f.Remaining.P90 = d.F64(), d.F64(), d.F64()
 		f.EpochSeconds = d.F64()
 		f.Epochs, f.Epoch, f.BatchSize, f.RegimeEpochs = d.Int(), d.Int(), d.Int(), d.Int()
 		f.ChangeProb, f.NextBatchSize, f.NextProb = d.F64(), d.Int(), d.F64()
 		f.Family, f.Uninformed = d.Str(), d.Bool()
-		o.cache[id] = f
+		if d.Err() != nil {
+			return
+		}
+		e := o.entry(id)
+		e.forecast, e.cached = f, true
 	}
 }
 
