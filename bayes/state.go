@@ -16,8 +16,11 @@ import (
 // behaves bit for bit like the original. Maps are written in sorted key
 // order, floats as bit patterns.
 
-// stateVersion is the version of the forecaster's state encoding.
-const stateVersion = 2
+// stateVersion is the version of the forecaster's state encoding. Version 3
+// writes a job's measured throughput levels only (version 2 wrote all
+// maxLevels entries, the unused ones zero); a state of version 2 still
+// loads.
+const stateVersion = 3
 
 // MarshalState returns the forecaster's learned state. The configuration
 // is not part of it: restore into a forecaster built with the same one.
@@ -93,8 +96,9 @@ func (f *Forecaster) AppendState(e *wire.Encoder) {
 // fresh. Errors are recorded in d.
 func (f *Forecaster) LoadState(d *wire.Decoder) {
 	f.changed()
-	if v := d.Int(); d.Err() == nil && v != stateVersion {
-		d.Failf("bayes: state version %d, want %d", v, stateVersion)
+	v := d.Int()
+	if d.Err() == nil && v != stateVersion && v != 2 {
+		d.Failf("bayes: state version %d, want 2 or %d", v, stateVersion)
 	}
 	clear(f.nodes)
 	for range d.Len(40) {
@@ -132,7 +136,7 @@ func (f *Forecaster) LoadState(d *wire.Decoder) {
 	}
 	clear(f.jobs)
 	for range d.Len(64) {
-		j := f.loadJob(d)
+		j := f.loadJob(d, v)
 		if d.Err() != nil {
 			return
 		}
@@ -223,11 +227,7 @@ func (j *job) append(e *wire.Encoder) {
 	e.Int(j.taught)
 	e.Int(j.changes)
 	e.Int(len(j.own))
-	for i := range maxLevels { // all maxLevels entries, the unused ones zero (the encoding of an array)
-		var o levelObs
-		if i < len(j.own) {
-			o = j.own[i]
-		}
+	for _, o := range j.own {
 		e.Int(o.bs)
 		e.F64(o.logThr)
 		e.F64(o.v)
@@ -243,7 +243,7 @@ func (j *job) append(e *wire.Encoder) {
 	j.det.append(e)
 }
 
-func (f *Forecaster) loadJob(d *wire.Decoder) *job {
+func (f *Forecaster) loadJob(d *wire.Decoder, version int) *job {
 	j := &job{}
 	s := &j.spec
 	s.ID, s.Model, s.Mode = d.Str(), d.Str(), d.Str()
@@ -257,7 +257,11 @@ func (f *Forecaster) loadJob(d *wire.Decoder) *job {
 	}
 	j.truncated, j.taught, j.changes = d.Bool(), d.Int(), d.Int()
 	nown := d.IntIn(0, maxLevels)
-	for i := range maxLevels {
+	written := nown
+	if version == 2 {
+		written = maxLevels // an array: the unused entries too
+	}
+	for i := range written {
 		o := levelObs{bs: d.Int(), logThr: d.F64(), v: d.F64()}
 		if i < nown {
 			j.own = append(j.own, o)

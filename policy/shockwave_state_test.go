@@ -85,7 +85,8 @@ func cloneJobs(jobs []*Job) []*Job {
 // TestShockwaveState_Version1StateLoadsAndContinuesBitForBit: a state
 // written by the policy before the schedules were run-length encoded
 // (version 1, per-epoch arrays; testdata written by that code at round 10
-// of stateScenarioRounds) loads, converts to the state an uninterrupted
+// of stateScenarioRounds; in online mode its forecaster's state is of
+// bayes version 2) loads, converts to the state an uninterrupted
 // policy of this version holds at that round (the same bytes), and the
 // restored policy's next ten plans, explanations included, are those of
 // the uninterrupted one. SHOCKWAVE_WRITE_STATE_V1=1 rewrites the testdata
