@@ -45,9 +45,11 @@ type liveScale struct {
 	// the same, in CPU time of the benchmark's thread (threadCPU)
 	admitCPU, firstCPU time.Duration
 	solvedCPU, keptCPU []time.Duration
-	// forecasts made after round 0, and how many equal the job's forecast
-	// of the round before
-	forecasts, same int
+	// forecasts made after round 0, how many equal the job's forecast of
+	// the round before, and how many of the others are of jobs that
+	// reported nothing new (did not run in the round before)
+	forecasts, same, movedUnreported int
+	ran                              map[string]bool // the round before's
 }
 
 func newLiveScale(tb testing.TB, jobs, gpus int) *liveScale {
@@ -90,6 +92,8 @@ func (s *liveScale) round(tb testing.TB, r int) {
 			s.forecasts++
 			if g, ok := prev[id]; ok && g == e.forecast {
 				s.same++
+			} else if !s.ran[id] {
+				s.movedUnreported++
 			}
 		}
 	}
@@ -108,7 +112,9 @@ func (s *liveScale) round(tb testing.TB, r int) {
 	for _, j := range s.jobs {
 		byID[j.ID] = j
 	}
+	s.ran = make(map[string]bool, len(plan.Run))
 	for _, id := range plan.Run {
+		s.ran[id] = true
 		j := byID[id]
 		j.StepsDone = min(j.TotalSteps, j.StepsDone+liveStepsPerSec*liveRoundSeconds)
 		j.RunTime += liveRoundSeconds
@@ -195,6 +201,7 @@ func benchLive(b *testing.B, jobs, gpus, rounds int) {
 		b.ReportMetric(pct(s.keptCPU, 0.99), "kept-cpu-p99-ms")
 		b.ReportMetric(float64(len(s.solved)), "solved-rounds")
 		b.ReportMetric(100*float64(s.same)/float64(max(s.forecasts, 1)), "same-forecast-%")
+		b.ReportMetric(100*float64(s.movedUnreported)/float64(max(s.forecasts, 1)), "moved-unreported-%")
 		b.ReportMetric(policyHeap/float64(jobs), "policy-B/job")
 		b.ReportMetric(float64(state)/float64(jobs), "state-B/job")
 	}
