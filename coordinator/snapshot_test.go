@@ -289,8 +289,8 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// onSolve and terse (SetExplain) are the caller's settings, not state: a
 		// live coordinator leaves both unset.
 		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs terse"},
-		// est holds caches that are rebuilt after a load (swMeta.derive).
-		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha est targets guessed"},
+		// est and on are caches that are rebuilt after a load (swMeta.derive).
+		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha est on targets guessed"},
 		{fieldType(t, sw, "online").Elem(), "fc ignoreMode jobs"},
 		{fieldType(t, fieldType(t, sw, "online").Elem(), "jobs").Elem().Elem(), "seen tracked forecast cached"},
 		// det is the detectors' tables and scratch, from the configuration; ver and

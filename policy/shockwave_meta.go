@@ -35,6 +35,7 @@ type swMeta struct {
 	// first made (the profile mode; in online mode, only explanations of
 	// jobs that declared a schedule make one).
 	est *swEst
+	on  *swOnlineJob // the job's online entry, once looked up (onlineForecast)
 
 	targets []swTarget // fair-share finish estimates
 	guessed bool       // the targets rest on an uninformed online forecast
@@ -124,7 +125,7 @@ func encodeSchedule(planned []int, secs []float64, modes []int) []swSeg {
 // remaining's posterior, the running epoch sums), which are rebuilt from
 // the metadata alone: for a new job, and for one restored from a state
 // snapshot.
-func (m *swMeta) derive() { m.est = nil }
+func (m *swMeta) derive() { m.est, m.on = nil, nil }
 
 // constantSchedule is the profile of a job that declared no schedule: its
 // epochs all at the initial batch size, each of the seconds the registered

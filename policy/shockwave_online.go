@@ -58,14 +58,6 @@ func (o *swOnline) entry(id string) *swOnlineJob {
 	return e
 }
 
-// cached returns id's latest forecast.
-func (o *swOnline) cached(id string) (bayes.Forecast, bool) {
-	if e := o.jobs[id]; e != nil && e.cached {
-		return e.forecast, true
-	}
-	return bayes.Forecast{}, false
-}
-
 // swSeen is the last state of a job fed to the forecaster.
 type swSeen struct {
 	steps, total int64
@@ -190,7 +182,7 @@ type swEstimate struct {
 // mode. The profile estimate expects calibrate to have run.
 func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
 	if s.online != nil {
-		if f, ok := s.online.cached(j.ID); ok {
+		if f, ok := s.onlineForecast(j, m); ok {
 			return swEstimate{
 				epochs: f.Epochs, epoch: min(f.Epoch, f.Epochs), epochSeconds: f.EpochSeconds,
 				remaining: math.Max(f.Remaining.Mean, 1), doneSecs: j.RunTime, uninformed: f.Uninformed,
@@ -202,6 +194,22 @@ func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
 		epochs: m.epochs, epoch: min(m.epoch, m.epochs), epochSeconds: m.epochSeconds(),
 		remaining: m.remaining(m.epoch), doneSecs: m.doneSeconds(),
 	}
+}
+
+// onlineForecast is j's latest online forecast, through the link m keeps
+// to the job's online entry (found once: an entry is created when the job
+// is admitted or the state loaded, before any estimate, and deleted with
+// the metadata).
+func (s *Shockwave) onlineForecast(j *Job, m *swMeta) (bayes.Forecast, bool) {
+	e := m.on
+	if e == nil {
+		e = s.online.jobs[j.ID]
+		m.on = e
+	}
+	if e == nil || !e.cached {
+		return bayes.Forecast{}, false
+	}
+	return e.forecast, true
 }
 
 // Complete teaches the online forecaster with a finished job, then removes
