@@ -217,3 +217,17 @@ func writeHeapProfile(tb testing.TB, file string) {
 		tb.Fatal(err)
 	}
 }
+
+// TestExplainReasons_AreTheFormattedSentences: the tabled reasons are the
+// sentences explain formatted for every window and planned-round count,
+// inside the table and beyond it.
+func TestExplainReasons_AreTheFormattedSentences(t *testing.T) {
+	for n := range 200 {
+		if got, want := noRoundsReason(n), fmt.Sprintf("the market plans it no rounds in the next %d", n); got != want {
+			t.Fatalf("%d: %q, want %q", n, got, want)
+		}
+		if got, want := laterReason(n), fmt.Sprintf("its %d planned rounds come later in the window", n); got != want {
+			t.Fatalf("%d: %q, want %q", n, got, want)
+		}
+	}
+}
