@@ -331,6 +331,7 @@ func (m *swMeta) loadV1(d *wire.Decoder) {
 	if !calibrated {
 		m.dur = nil
 	}
+	m.checkSegs(d) // a job of no epochs
 	m.derive()
 }
 
