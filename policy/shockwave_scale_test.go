@@ -150,7 +150,7 @@ func heapBytes() uint64 {
 // shared machine; the garbage collector's background work on other
 // threads is not in it), the live heap the policy holds per job
 // (policy-B/job, the jobs' own views excluded), the size of its saved
-// state per job, and the share of forecasts equal to the job's forecast
+// state per job and the CPU time of saving it, and the share of forecasts equal to the job's forecast
 // of the round before. Run with -benchtime 1x.
 func BenchmarkShockwaveLive_10000Jobs2560GPUs(b *testing.B) { benchLive(b, 10_000, 2_560, 24) }
 
@@ -179,7 +179,9 @@ func benchLive(b *testing.B, jobs, gpus, rounds int) {
 		for r := range rounds + 1 {
 			s.round(b, r)
 		}
+		c0 := threadCPU()
 		state := len(s.p.MarshalState())
+		stateCPU := time.Duration(threadCPU() - c0)
 		with := heapBytes()
 		if f := os.Getenv("SHOCKWAVE_BENCH_HEAP"); f != "" { // a heap profile with the policy live
 			writeHeapProfile(b, f)
@@ -204,6 +206,7 @@ func benchLive(b *testing.B, jobs, gpus, rounds int) {
 		b.ReportMetric(100*float64(s.movedUnreported)/float64(max(s.forecasts, 1)), "moved-unreported-%")
 		b.ReportMetric(policyHeap/float64(jobs), "policy-B/job")
 		b.ReportMetric(float64(state)/float64(jobs), "state-B/job")
+		b.ReportMetric(float64(stateCPU)/1e6, "state-cpu-ms")
 	}
 }
 
