@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -50,9 +51,13 @@ type liveScale struct {
 	// reported nothing new (did not run in the round before)
 	forecasts, same, movedUnreported int
 	ran                              map[string]bool // the round before's
+	// dynamic: every other job is a gns job that doubles its batch size
+	// after epochs 2 and 4 (to 128); samples done per job
+	dynamic bool
+	samples map[string]int64
 }
 
-func newLiveScale(tb testing.TB, jobs, gpus int) *liveScale {
+func newLiveScale(tb testing.TB, jobs, gpus int, dynamic bool) *liveScale {
 	tb.Helper()
 	p, err := NewShockwave(DefaultShockwaveConfig())
 	if err != nil {
@@ -62,7 +67,14 @@ func newLiveScale(tb testing.TB, jobs, gpus int) *liveScale {
 	for i := range nodes {
 		nodes[i] = 8
 	}
-	s := &liveScale{p: p, jobs: liveScaleJobs(jobs)}
+	s := &liveScale{p: p, jobs: liveScaleJobs(jobs), dynamic: dynamic, samples: map[string]int64{}}
+	if dynamic {
+		for i, j := range s.jobs {
+			if i%2 == 1 {
+				j.Mode = "gns"
+			}
+		}
+	}
 	s.snap = Snapshot{GPUs: gpus, Nodes: nodes, RoundSeconds: liveRoundSeconds, Jobs: s.jobs}
 	return s
 }
@@ -115,13 +127,27 @@ func (s *liveScale) round(tb testing.TB, r int) {
 	s.ran = make(map[string]bool, len(plan.Run))
 	for _, id := range plan.Run {
 		s.ran[id] = true
-		j := byID[id]
-		j.StepsDone = min(j.TotalSteps, j.StepsDone+liveStepsPerSec*liveRoundSeconds)
-		j.RunTime += liveRoundSeconds
-		j.Epoch = int(j.StepsDone / ceilDiv(int64(j.DatasetSize), int64(j.BatchSize)))
-		j.Measurements = append(j.Measurements, Measurement{Round: r + 1, Throughput: liveStepsPerSec, BatchSize: j.BatchSize})
-		j.LastRun = r
+		s.progress(byID[id], r)
 	}
+}
+
+// progress folds one round of execution into j: at the current batch
+// size, 100 steps/s at 32 and 7 % more samples/s per doubling; a dynamic
+// job doubles its batch size once it has done 2 and 4 epochs (the steps
+// are recounted at the new size, as the Core's rescale does).
+func (s *liveScale) progress(j *Job, r int) {
+	const total = 1_000_000 * 32 // samples
+	thr := liveStepsPerSec * 32 / float64(j.BatchSize) * math.Pow(1.07, math.Log2(float64(j.BatchSize)/32))
+	done := min(total, s.samples[j.ID]+int64(thr*liveRoundSeconds)*int64(j.BatchSize))
+	s.samples[j.ID] = done
+	if s.dynamic && j.Mode == "gns" && j.BatchSize < 128 && done >= int64(j.DatasetSize)*int64(2*(1+j.BatchSize/64)) {
+		j.BatchSize *= 2
+	}
+	j.StepsDone, j.TotalSteps = done/int64(j.BatchSize), total/int64(j.BatchSize)
+	j.RunTime += liveRoundSeconds
+	j.Epoch = int(done / int64(j.DatasetSize))
+	j.Measurements = append(j.Measurements, Measurement{Round: r + 1, Throughput: thr, BatchSize: j.BatchSize})
+	j.LastRun = r
 }
 
 func pct(ds []time.Duration, q float64) float64 {
@@ -152,30 +178,37 @@ func heapBytes() uint64 {
 // (policy-B/job, the jobs' own views excluded), the size of its saved
 // state per job and the CPU time of saving it, and the share of forecasts equal to the job's forecast
 // of the round before. Run with -benchtime 1x.
-func BenchmarkShockwaveLive_10000Jobs2560GPUs(b *testing.B) { benchLive(b, 10_000, 2_560, 24) }
+func BenchmarkShockwaveLive_10000Jobs2560GPUs(b *testing.B) { benchLive(b, 10_000, 2_560, 24, false) }
+
+// BenchmarkShockwaveLive_Dynamic_10000Jobs2560GPUs is the same with half
+// the jobs gns jobs that double their batch size twice (progress), so that
+// their forecasts keep probability moving between batch-size levels.
+func BenchmarkShockwaveLive_Dynamic_10000Jobs2560GPUs(b *testing.B) {
+	benchLive(b, 10_000, 2_560, 24, true)
+}
 
 // BenchmarkShockwaveLive_FirstRound_10000Jobs2560GPUs is the first round
 // alone: 10,000 admissions and the first Allocate.
 func BenchmarkShockwaveLive_FirstRound_10000Jobs2560GPUs(b *testing.B) {
-	benchLive(b, 10_000, 2_560, 0)
+	benchLive(b, 10_000, 2_560, 0, false)
 }
 
 // BenchmarkShockwaveLive_2000Jobs512GPUs is the same at the 2,000-job shape.
-func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 512, 24) }
+func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 512, 24, false) }
 
 // BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs runs 1,000 jobs on
 // 1,024 GPUs for 100 rounds, so that most jobs have run more rounds than
 // the change-point detector's longest run (its per-job cells are then all
 // grown): the policy-B/job of a long-running cluster.
 func BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs(b *testing.B) {
-	benchLive(b, 1_000, 1_024, 100)
+	benchLive(b, 1_000, 1_024, 100, false)
 }
 
-func benchLive(b *testing.B, jobs, gpus, rounds int) {
+func benchLive(b *testing.B, jobs, gpus, rounds int, dynamic bool) {
 	runtime.LockOSThread() // threadCPU measures this goroutine's thread
 	defer runtime.UnlockOSThread()
 	for range b.N {
-		s := newLiveScale(b, jobs, gpus)
+		s := newLiveScale(b, jobs, gpus, dynamic)
 		for r := range rounds + 1 {
 			s.round(b, r)
 		}
