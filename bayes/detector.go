@@ -86,28 +86,40 @@ func (c DetectorConfig) withDefaults() (DetectorConfig, error) {
 // KnownChange) and the segment's Normal-Gamma posterior. Because κ and α of
 // a segment depend only on its length, κ_r = κ0 + r and α_r = α0 + r/2 and
 // the Gamma-function terms of the predictive are tabulated once; an
-// observation costs one logarithm and one exponential per live cell. All
-// arrays are allocated by NewDetector; Observe does not allocate.
+// observation costs one logarithm and one exponential per live cell. The
+// tables and the scratch where Observe builds the next posterior can be
+// shared between detectors (a Forecaster's are); the posterior's cells
+// grow with the longest run held, to MaxRun+1, after which Observe does
+// not allocate.
 //
 // A Detector is not safe for concurrent use.
 type Detector struct {
-	cfg   DetectorConfig
-	logH  float64 // log H
-	log1H float64 // log(1−H)
+	cfg DetectorConfig
+	tab *detTables  // per run length; shared by the detectors of a configuration
+	scr *detScratch // the next posterior; shared by detectors used one at a time
 
-	// per run length r (tables)
-	kappa, alpha, konst []float64
-	capShrink           float64 // α/(α+½) at the last cell, the forgetting factor of β
-	logCapShrink        float64
-
-	// per cell (posterior), double-buffered
-	w, mu, beta, logBeta     []float64
-	nw, nmu, nbeta, nlogBeta []float64
-	lp                       []float64 // scratch: log predictive per cell
+	// per cell (posterior), cells 0..hi; the slices hold cap cells,
+	// grown as hi grows
+	w, mu, beta, logBeta []float64
 
 	hi         int // highest cell that may hold weight
 	t          int // observations since the start or the last KnownChange
 	changeProb float64
+}
+
+// detTables are a configuration's per-run-length constants: κ_r, α_r and
+// the Gamma-function terms of the predictive, and the last cell's
+// forgetting factor.
+type detTables struct {
+	kappa, alpha, konst []float64
+	capShrink           float64 // α/(α+½) at the last cell, the forgetting factor of β
+	logCapShrink        float64
+}
+
+// detScratch is where Observe builds the next posterior (and the log
+// predictives) before copying it into the detector's cells.
+type detScratch struct {
+	nw, nmu, nbeta, nlogBeta, lp []float64
 }
 
 // NewDetector returns a detector in the "no data yet" state (run length 0
@@ -118,28 +130,78 @@ func NewDetector(cfg DetectorConfig) *Detector {
 	if err != nil {
 		panic(err)
 	}
+	return newDetector(c, newDetTables(c), newDetScratch(c))
+}
+
+// newDetector returns a detector of configuration c (defaults filled in)
+// that shares tab and scr, which must be c's: a Forecaster's detectors
+// share one of each, since it uses them one at a time.
+func newDetector(c DetectorConfig, tab *detTables, scr *detScratch) *Detector {
+	d := &Detector{cfg: c, tab: tab, scr: scr}
+	d.grow(1)
+	d.reset()
+	return d
+}
+
+func newDetTables(c DetectorConfig) *detTables {
 	n := c.MaxRun + 1
-	buf := make([]float64, 12*n)
-	take := func() []float64 { s := buf[:n:n]; buf = buf[n:]; return s }
-	d := &Detector{cfg: c, logH: math.Log(c.Hazard), log1H: math.Log1p(-c.Hazard)}
-	d.kappa, d.alpha, d.konst = take(), take(), take()
-	d.w, d.mu, d.beta, d.logBeta = take(), take(), take(), take()
-	d.nw, d.nmu, d.nbeta, d.nlogBeta = take(), take(), take(), take()
-	d.lp = take()
+	buf := make([]float64, 3*n)
+	t := &detTables{kappa: buf[:n:n], alpha: buf[n : 2*n : 2*n], konst: buf[2*n:]}
 	p := c.Prior
 	for r := range n {
 		k := p.Kappa + float64(r)
 		a := p.Alpha + float64(r)/2
 		lg1, _ := math.Lgamma(a + 0.5)
 		lg2, _ := math.Lgamma(a)
-		d.kappa[r], d.alpha[r] = k, a
-		d.konst[r] = lg1 - lg2 - 0.5*math.Log(2*math.Pi*(k+1)/k)
+		t.kappa[r], t.alpha[r] = k, a
+		t.konst[r] = lg1 - lg2 - 0.5*math.Log(2*math.Pi*(k+1)/k)
 	}
-	last := d.alpha[n-1]
-	d.capShrink = last / (last + 0.5)
-	d.logCapShrink = math.Log(d.capShrink)
-	d.reset()
-	return d
+	last := t.alpha[n-1]
+	t.capShrink = last / (last + 0.5)
+	t.logCapShrink = math.Log(t.capShrink)
+	return t
+}
+
+func newDetScratch(c DetectorConfig) *detScratch {
+	n := c.MaxRun + 1
+	buf := make([]float64, 5*n)
+	take := func() []float64 { s := buf[:n:n]; buf = buf[n:]; return s }
+	return &detScratch{nw: take(), nmu: take(), nbeta: take(), nlogBeta: take(), lp: take()}
+}
+
+// detShared is what a Forecaster's detectors share: one configuration's
+// tables and one scratch.
+type detShared struct {
+	tab *detTables
+	scr *detScratch
+}
+
+func newDetShared(c DetectorConfig) detShared {
+	c, _ = c.withDefaults() // validated with the forecaster's configuration
+	return detShared{newDetTables(c), newDetScratch(c)}
+}
+
+// new returns a fresh detector sharing s.
+func (s detShared) new(c DetectorConfig) *Detector {
+	c, _ = c.withDefaults()
+	return newDetector(c, s.tab, s.scr)
+}
+
+// grow makes room for cells 0..n−1, keeping the cells held. A detector
+// that has seen few observations holds few cells: a job that waits holds
+// one.
+func (d *Detector) grow(n int) {
+	if n <= len(d.w) {
+		return
+	}
+	n = min(max(n, 2*len(d.w)), d.cfg.MaxRun+1)
+	buf := make([]float64, 4*n)
+	w, mu, beta, logBeta := buf[:n:n], buf[n:2*n:2*n], buf[2*n:3*n:3*n], buf[3*n:]
+	copy(w, d.w)
+	copy(mu, d.mu)
+	copy(beta, d.beta)
+	copy(logBeta, d.logBeta)
+	d.w, d.mu, d.beta, d.logBeta = w, mu, beta, logBeta
 }
 
 // ValidateDetectorConfig reports what is wrong with a configuration (after
@@ -202,6 +264,7 @@ func (d *Detector) Observe(x float64) (changeProb float64) {
 	}
 	n := d.cfg.MaxRun + 1
 	hi := d.hi
+	tab, sc := d.tab, d.scr
 	// Log predictive of x under every live cell, and under the prior.
 	p := d.cfg.Prior
 	if !d.cfg.FixedPrior && d.t > 0 {
@@ -210,13 +273,13 @@ func (d *Detector) Observe(x float64) (changeProb float64) {
 	dp := x - p.Mu
 	b0 := p.Beta + p.Kappa*dp*dp/(2*(p.Kappa+1))
 	lb0 := math.Log(b0)
-	lpPrior := d.konst[0] + p.Alpha*math.Log(p.Beta) - (p.Alpha+0.5)*lb0
+	lpPrior := tab.konst[0] + p.Alpha*math.Log(p.Beta) - (p.Alpha+0.5)*lb0
 	m := lpPrior
 	for r := 0; r <= hi; r++ {
 		if d.w[r] == 0 {
 			continue
 		}
-		k := d.kappa[r]
+		k := tab.kappa[r]
 		dr := x - d.mu[r]
 		inc := k * dr * dr / (2 * (k + 1))
 		nb := d.beta[r] + inc
@@ -226,9 +289,9 @@ func (d *Detector) Observe(x float64) (changeProb float64) {
 		} else {
 			lnb = math.Log(nb)
 		}
-		d.nbeta[r], d.nlogBeta[r] = nb, lnb // updated β of cell r, stashed
-		l := d.konst[r] + d.alpha[r]*d.logBeta[r] - (d.alpha[r]+0.5)*lnb
-		d.lp[r] = l
+		sc.nbeta[r], sc.nlogBeta[r] = nb, lnb // updated β of cell r, stashed
+		l := tab.konst[r] + tab.alpha[r]*d.logBeta[r] - (tab.alpha[r]+0.5)*lnb
+		sc.lp[r] = l
 		if l > m {
 			m = l
 		}
@@ -236,7 +299,7 @@ func (d *Detector) Observe(x float64) (changeProb float64) {
 	// Growth: cell r moves to r+1 (the last cell stays), from the top down
 	// so the stashed β of cell r is read before cell r+1 is written.
 	newHi := min(hi+1, n-1)
-	clear(d.nw[:newHi+1])
+	clear(sc.nw[:newHi+1])
 	total := 0.0
 	h1 := 1 - d.cfg.Hazard
 	for r := hi; r >= 0; r-- {
@@ -245,35 +308,36 @@ func (d *Detector) Observe(x float64) (changeProb float64) {
 			continue
 		}
 		total += wr
-		g := wr * h1 * math.Exp(d.lp[r]-m)
-		k := d.kappa[r]
+		g := wr * h1 * math.Exp(sc.lp[r]-m)
+		k := tab.kappa[r]
 		mu := d.mu[r] + (x-d.mu[r])/(k+1)
-		nb, lnb := d.nbeta[r], d.nlogBeta[r]
+		nb, lnb := sc.nbeta[r], sc.nlogBeta[r]
 		to := r + 1
 		if r == n-1 {
 			to = r
-			nb *= d.capShrink
-			lnb += d.logCapShrink
+			nb *= tab.capShrink
+			lnb += tab.logCapShrink
 		}
-		if to == n-1 && d.nw[to] > 0 {
+		if to == n-1 && sc.nw[to] > 0 {
 			d.mergeCap(g, mu, nb)
 			continue
 		}
-		d.nw[to], d.nmu[to], d.nbeta[to], d.nlogBeta[to] = g, mu, nb, lnb
+		sc.nw[to], sc.nmu[to], sc.nbeta[to], sc.nlogBeta[to] = g, mu, nb, lnb
 	}
 	// Change point: x starts a new segment (cell 1, prior updated with x).
 	c := total * d.cfg.Hazard * math.Exp(lpPrior-m)
 	mu1 := p.Mu + dp/(p.Kappa+1)
-	if d.nw[1] > 0 { // growth of the empty segment: same posterior
-		d.nw[1] += c
+	if sc.nw[1] > 0 { // growth of the empty segment: same posterior
+		sc.nw[1] += c
 	} else {
-		d.nw[1], d.nmu[1], d.nbeta[1], d.nlogBeta[1] = c, mu1, b0, lb0
+		sc.nw[1], sc.nmu[1], sc.nbeta[1], sc.nlogBeta[1] = c, mu1, b0, lb0
 	}
-	d.nw[0] = 0
-	d.w, d.nw = d.nw, d.w
-	d.mu, d.nmu = d.nmu, d.mu
-	d.beta, d.nbeta = d.nbeta, d.beta
-	d.logBeta, d.nlogBeta = d.nlogBeta, d.logBeta
+	sc.nw[0] = 0
+	d.grow(newHi + 1)
+	copy(d.w, sc.nw[:newHi+1])
+	copy(d.mu, sc.nmu[:newHi+1])
+	copy(d.beta, sc.nbeta[:newHi+1])
+	copy(d.logBeta, sc.nlogBeta[:newHi+1])
 	d.hi = newHi
 	d.normalize()
 	d.t++
@@ -293,19 +357,20 @@ func log1pSmall(u float64) float64 {
 // pooling the scale (both share κ and α of a MaxRun-long run).
 func (d *Detector) mergeCap(g, mu, beta float64) {
 	last := d.cfg.MaxRun
-	a := d.nw[last]
+	sc := d.scr
+	a := sc.nw[last]
 	s := a + g
 	if s == 0 {
 		return
 	}
-	m1, b1 := d.nmu[last], d.nbeta[last]
+	m1, b1 := sc.nmu[last], sc.nbeta[last]
 	dm := m1 - mu
-	k := d.kappa[last]
+	k := d.tab.kappa[last]
 	nb := (a*b1+g*beta)/s + k*a*g*dm*dm/(2*s*s)
-	d.nw[last] = s
-	d.nmu[last] = (a*m1 + g*mu) / s
-	d.nbeta[last] = nb
-	d.nlogBeta[last] = math.Log(nb)
+	sc.nw[last] = s
+	sc.nmu[last] = (a*m1 + g*mu) / s
+	sc.nbeta[last] = nb
+	sc.nlogBeta[last] = math.Log(nb)
 }
 
 // normalize rescales the posterior to sum to 1 and prunes negligible cells.
@@ -409,7 +474,7 @@ func (d *Detector) MeanVariance() float64 {
 		if w == 0 {
 			continue
 		}
-		k, a := d.kappa[r], d.alpha[r]
+		k, a := d.tab.kappa[r], d.tab.alpha[r]
 		v := d.beta[r] * (k + 1) / (a * k)
 		if a > 1 {
 			v = d.beta[r] / (k * (a - 1))

@@ -15,10 +15,12 @@
 // model of unknown mean and precision per segment: a Normal-Gamma prior,
 // Student-t predictive (NormalGamma; K. P. Murphy, "Conjugate Bayesian
 // analysis of the Gaussian distribution", 2007), and a constant hazard H.
-// The run-length posterior is kept in fixed arrays of MaxRun+1 cells
-// allocated once; runs longer than MaxRun share the last cell, which
-// forgets at the rate of a MaxRun-long run, so memory per job is bounded
-// and Observe does not allocate. A reported batch-size change is a known
+// The run-length posterior is kept in at most MaxRun+1 cells (grown with
+// the longest run held, so a job that waits holds one; the per-run-length
+// tables and Observe's scratch are shared by a Forecaster's detectors);
+// runs longer than MaxRun share the last cell, which forgets at the rate
+// of a MaxRun-long run, so memory per job is bounded and, once the cells
+// are grown, Observe does not allocate. A reported batch-size change is a known
 // change point (KnownChange: run length 0 with probability 1); an
 // unannounced shift (interference, a model change) is detected.
 // ChangeProb is the probability that an unannounced change happened within

@@ -134,7 +134,7 @@ func (f *Forecaster) Forecast(id string) (Forecast, error) {
 	if !ok {
 		return Forecast{}, fmt.Errorf("bayes: unknown job %s", id)
 	}
-	fc, err := f.forecastRaw(j)
+	fc, err := f.forecastShared(j) // forecastRaw, shared by pristine jobs (forecast_memo.go)
 	fc.Remaining = f.cal.calibrate(fc.Remaining)
 	return fc, err
 }
@@ -200,7 +200,8 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 			break
 		}
 		if e >= tail && staysPut(&st, P) {
-			continue
+			stillEpochs(cur, &N, &st.dur, L, e+1, E, pTotal) // the remaining epochs only accumulate
+			break
 		}
 		*nxt = moments{}
 		Pn, An, Bn := &nxt.P, &nxt.A, &nxt.B

@@ -210,9 +210,8 @@ type job struct {
 	taught    int  // transitions e → e+1 for e < taught are in the families
 	changes   int
 	det       *Detector
-	own       [maxLevels]levelObs
-	nown      int
-	thr       *thrStat // peer table entry of the current batch size
+	own       []levelObs // at most maxLevels
+	thr       *thrStat   // peer table entry of the current batch size
 
 	exec float64                 // execution seconds reported (Σ Elapsed)
 	cal  [len(calMarks)]calPoint // raw bands kept at calMarks (calibrate.go)
@@ -229,6 +228,11 @@ type Forecaster struct {
 	ratio map[string]*NormalGamma // per model; "" pools all models
 	batch map[string]*modelBatch  // per model: the batch sizes its jobs used
 	cal   calibrator              // the band's scale, learned from completed jobs
+	det   detShared               // the jobs' detectors' tables and scratch (from cfg)
+	// ver counts the calls that may have changed what forecasts read;
+	// memo holds pristine jobs' forecasts at a version (forecast_memo.go).
+	ver  uint64
+	memo forecastMemo
 }
 
 // modelBatch is what a model's jobs taught about batch sizes: how many
@@ -277,7 +281,7 @@ func NewForecaster(cfg ForecastConfig) *Forecaster {
 		panic(err)
 	}
 	return &Forecaster{
-		cfg: c, jobs: map[string]*job{}, nodes: map[famKey]*node{},
+		cfg: c, jobs: map[string]*job{}, nodes: map[famKey]*node{}, det: newDetShared(c.Detector),
 		thr: map[thrKey]*thrStat{}, ratio: map[string]*NormalGamma{}, batch: map[string]*modelBatch{},
 	}
 }
@@ -298,6 +302,7 @@ func (f *Forecaster) Admit(spec JobSpec) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
+	f.changed()
 	if _, dup := f.jobs[spec.ID]; dup {
 		return fmt.Errorf("bayes: job %s already admitted", spec.ID)
 	}
@@ -306,7 +311,7 @@ func (f *Forecaster) Admit(spec JobSpec) error {
 		epochs: int(ceilDiv(spec.TotalSteps, int64(ipe(spec.DatasetSize, spec.InitialBatchSize)))),
 		bs:     spec.InitialBatchSize,
 		total:  spec.TotalSteps,
-		det:    NewDetector(f.cfg.Detector),
+		det:    f.det.new(f.cfg.Detector),
 		segs:   []segment{{0, int32(spec.InitialBatchSize)}},
 	}
 	for lvl := range j.nodes {
@@ -336,6 +341,7 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	if err := o.validate(id); err != nil {
 		return err
 	}
+	f.changed()
 	f.sawBatch(j.spec.Model, o.BatchSize, false)
 	prevPos := j.pos
 	n := ipe(j.spec.DatasetSize, o.BatchSize)
@@ -352,7 +358,7 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	j.pos = min(pos, float64(j.epochs))
 	if o.Throughput > 0 {
 		x := math.Log(o.Throughput)
-		if j.nown == 0 && j.det.Observations() == 0 && !(j.spec.Throughput > 0) {
+		if len(j.own) == 0 && j.det.Observations() == 0 && !(j.spec.Throughput > 0) {
 			// Nothing centred the prior yet: the first measurement does, so
 			// that the forecast does not depend on the unit of throughput.
 			j.det.SetPriorMean(x)
@@ -414,7 +420,7 @@ func (f *Forecaster) changeRegime(j *job, bs, start int) {
 }
 
 func (j *job) ownAt(bs int) *levelObs {
-	for i := range j.nown {
+	for i := range j.own {
 		if j.own[i].bs == bs {
 			return &j.own[i]
 		}
@@ -427,9 +433,8 @@ func (j *job) setOwn(bs int, mu, v float64) {
 		o.logThr, o.v = mu, v
 		return
 	}
-	if j.nown < maxLevels {
-		j.own[j.nown] = levelObs{bs: bs, logThr: mu, v: v}
-		j.nown++
+	if len(j.own) < maxLevels {
+		j.own = append(j.own, levelObs{bs: bs, logThr: mu, v: v})
 	}
 }
 
@@ -442,6 +447,7 @@ func (f *Forecaster) Complete(id string) {
 	if !ok {
 		return
 	}
+	f.changed()
 	f.teach(j, j.epochs-1)
 	if j.det.Observations() > 0 {
 		j.setOwn(j.bs, j.det.Mean(), j.det.MeanVariance())
@@ -456,16 +462,19 @@ func (f *Forecaster) Complete(id string) {
 // it went through (observed facts); its future teaches nothing, and its
 // throughput ratios do not teach the ratio posterior. An unknown id is
 // ignored.
-func (f *Forecaster) Remove(id string) { delete(f.jobs, id) }
+func (f *Forecaster) Remove(id string) {
+	f.changed()
+	delete(f.jobs, id)
+}
 
 // learnRatios updates the model's (and the pooled) ratio posterior with
 // the log2-slopes of samples/s between the job's measured batch sizes,
 // adjacent in size.
 func (f *Forecaster) learnRatios(j *job) {
-	if j.nown < 2 {
+	if len(j.own) < 2 {
 		return
 	}
-	lv := j.own[:j.nown]
+	lv := j.own
 	// insertion sort by batch size (at most maxLevels entries, no allocation)
 	for a := 1; a < len(lv); a++ {
 		for b := a; b > 0 && lv[b].bs < lv[b-1].bs; b-- {

@@ -16,8 +16,11 @@ import (
 // behaves bit for bit like the original. Maps are written in sorted key
 // order, floats as bit patterns.
 
-// stateVersion is the version of the forecaster's state encoding.
-const stateVersion = 2
+// stateVersion is the version of the forecaster's state encoding. Version 3
+// writes a job's measured throughput levels only (version 2 wrote all
+// maxLevels entries, the unused ones zero); a state of version 2 still
+// loads.
+const stateVersion = 3
 
 // MarshalState returns the forecaster's learned state. The configuration
 // is not part of it: restore into a forecaster built with the same one.
@@ -92,8 +95,10 @@ func (f *Forecaster) AppendState(e *wire.Encoder) {
 // LoadState reads a state written by AppendState into f, which must be
 // fresh. Errors are recorded in d.
 func (f *Forecaster) LoadState(d *wire.Decoder) {
-	if v := d.Int(); d.Err() == nil && v != stateVersion {
-		d.Failf("bayes: state version %d, want %d", v, stateVersion)
+	f.changed()
+	v := d.Int()
+	if d.Err() == nil && v != stateVersion && v != 2 {
+		d.Failf("bayes: state version %d, want 2 or %d", v, stateVersion)
 	}
 	clear(f.nodes)
 	for range d.Len(40) {
@@ -131,7 +136,7 @@ func (f *Forecaster) LoadState(d *wire.Decoder) {
 	}
 	clear(f.jobs)
 	for range d.Len(64) {
-		j := f.loadJob(d)
+		j := f.loadJob(d, v)
 		if d.Err() != nil {
 			return
 		}
@@ -221,7 +226,7 @@ func (j *job) append(e *wire.Encoder) {
 	e.Bool(j.truncated)
 	e.Int(j.taught)
 	e.Int(j.changes)
-	e.Int(j.nown)
+	e.Int(len(j.own))
 	for _, o := range j.own {
 		e.Int(o.bs)
 		e.F64(o.logThr)
@@ -238,7 +243,7 @@ func (j *job) append(e *wire.Encoder) {
 	j.det.append(e)
 }
 
-func (f *Forecaster) loadJob(d *wire.Decoder) *job {
+func (f *Forecaster) loadJob(d *wire.Decoder, version int) *job {
 	j := &job{}
 	s := &j.spec
 	s.ID, s.Model, s.Mode = d.Str(), d.Str(), d.Str()
@@ -251,9 +256,16 @@ func (f *Forecaster) loadJob(d *wire.Decoder) *job {
 		j.segs[i] = segment{int32(d.IntIn(math.MinInt32, math.MaxInt32)), int32(d.IntIn(math.MinInt32, math.MaxInt32))}
 	}
 	j.truncated, j.taught, j.changes = d.Bool(), d.Int(), d.Int()
-	j.nown = d.IntIn(0, maxLevels)
-	for i := range j.own {
-		j.own[i] = levelObs{bs: d.Int(), logThr: d.F64(), v: d.F64()}
+	nown := d.IntIn(0, maxLevels)
+	written := nown
+	if version == 2 {
+		written = maxLevels // an array: the unused entries too
+	}
+	for i := range written {
+		o := levelObs{bs: d.Int(), logThr: d.F64(), v: d.F64()}
+		if i < nown {
+			j.own = append(j.own, o)
+		}
 	}
 	j.exec = d.F64()
 	j.ncal = d.IntIn(0, len(calMarks))
@@ -267,7 +279,7 @@ func (f *Forecaster) loadJob(d *wire.Decoder) *job {
 		d.Failf("bayes: state: job %s without a regime history", s.ID)
 		return nil
 	}
-	j.det = NewDetector(f.cfg.Detector)
+	j.det = f.det.new(f.cfg.Detector)
 	j.det.load(d)
 	for lvl := range j.nodes {
 		j.nodes[lvl] = f.node(familyKey(lvl, *s))
@@ -305,13 +317,14 @@ func (d *Detector) append(e *wire.Encoder) {
 
 func (d *Detector) load(dec *wire.Decoder) {
 	d.cfg.Prior = NormalGamma{Mu: dec.F64(), Kappa: dec.F64(), Alpha: dec.F64(), Beta: dec.F64()}
-	d.hi = dec.IntIn(0, len(d.w)-1)
+	d.hi = dec.IntIn(0, d.cfg.MaxRun)
 	d.t = dec.IntIn(0, math.MaxInt32)
 	d.changeProb = dec.F64()
 	if dec.Err() != nil {
 		d.hi = 0
 		return
 	}
+	d.grow(d.hi + 1)
 	for r := 0; r <= d.hi; r++ {
 		d.w[r], d.mu[r], d.beta[r], d.logBeta[r] = dec.F64(), dec.F64(), dec.F64(), dec.F64()
 	}

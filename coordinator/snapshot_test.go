@@ -289,12 +289,16 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// onSolve and terse (SetExplain) are the caller's settings, not state: a
 		// live coordinator leaves both unset.
 		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs terse"},
-		// means … done are caches that swMeta.derive rebuilds on load.
-		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers planned pre dur dataset epoch submit modes alpha means meansOK post n cnt obsN upTo done targets guessed"},
-		{fieldType(t, sw, "online").Elem(), "fc ignoreMode seen cache"},
-		{fc, "cfg jobs nodes thr ratio batch cal"},
-		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own nown thr exec cal ncal"},
-		{reflect.TypeOf(bayes.Detector{}), "cfg logH log1H kappa alpha konst capShrink logCapShrink w mu beta logBeta nw nmu nbeta nlogBeta lp hi t changeProb"},
+		// est and on are caches that are rebuilt after a load (swMeta.derive).
+		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha est on targets guessed"},
+		{fieldType(t, sw, "online").Elem(), "fc ignoreMode jobs"},
+		{fieldType(t, fieldType(t, sw, "online").Elem(), "jobs").Elem().Elem(), "seen tracked forecast cached"},
+		// det is the detectors' tables and scratch, from the configuration; ver and
+		// memo a cache of forecasts that a restored forecaster starts without.
+		{fc, "cfg jobs nodes thr ratio batch cal det ver memo"},
+		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own thr exec cal ncal"},
+		// tab and scr are the configuration's tables and a scratch.
+		{reflect.TypeOf(bayes.Detector{}), "cfg tab scr w mu beta logBeta hi t changeProb"},
 	} {
 		var got []string
 		for i := range c.typ.NumField() {

@@ -13,20 +13,39 @@ const (
 	swCalibrationSlack = 0.4 // relative deviation that triggers calibration
 )
 
-// swMeta is the policy's per-job state (spec §4.1).
+// swMeta is the policy's per-job state (spec §4.1). The declared schedule
+// (planned batch size P[e] and preprofiled duration D^pre[e] per epoch) is
+// kept run-length encoded: schedules change batch size a few times in
+// thousands of epochs, and a job that declared none has one run. Every
+// computation below still visits the epochs one by one where the textbook
+// form adds per-epoch values, so that the sums keep their bits.
 type swMeta struct {
-	epochs  int       // E
-	workers int       // w
-	planned []int     // P[e], planned batch size per epoch (read-only: may be the Job's)
-	pre     []float64 // D^pre[e], preprofiled epoch durations (whole seconds, ≥ 1)
-	dur     []float64 // D[e], the calibrated working copy; nil while it is pre (durs)
-	dataset int       // S
-	epoch   int       // c, completed epochs
+	epochs  int     // E
+	workers int     // w
+	segs    []swSeg // P and D^pre, as runs of equal epochs
+	// dur is D, the calibrated duration of each run's epochs; nil while
+	// it equals D^pre (durs)
+	dur     []float64
+	dataset int // S
+	epoch   int // c, completed epochs
 	submit  float64
 	modes   []int     // sorted distinct planned batch sizes
 	alpha   []float64 // Dirichlet prior α_b = E/|M|, by mode index
-	// means[k] is modeMean(modes[k]), valid while meansOK; calibrate,
-	// the only writer of dur after construction, clears it.
+	// est holds the profile estimate's caches, allocated when one is
+	// first made (the profile mode; in online mode, only explanations of
+	// jobs that declared a schedule make one).
+	est *swEst
+	on  *swOnlineJob // the job's online entry, once looked up (onlineForecast)
+
+	targets []swTarget // fair-share finish estimates
+	guessed bool       // the targets rest on an uninformed online forecast
+}
+
+// swEst is what the profile estimate keeps between calls, rebuilt from the
+// metadata alone.
+type swEst struct {
+	// means[k] is modeMean(k), valid while meansOK; calibrate, the only
+	// writer of dur after construction, clears it.
 	means   []float64
 	meansOK bool
 	// remaining's state by mode index: the posterior α + counts and the
@@ -36,12 +55,27 @@ type swMeta struct {
 	post, n []float64
 	cnt     []int
 	obsN    int
-	// Running sums of dur[:i] for epochSeconds and doneSeconds, extended
+	// Running sums of D[:i] for epochSeconds and doneSeconds, extended
 	// as the epoch grows; calibrate resets them.
 	upTo, done prefix
+}
 
-	targets []swTarget // fair-share finish estimates
-	guessed bool       // the targets rest on an uninformed online forecast
+// caches returns the estimate's caches, allocating them at the first call.
+func (m *swMeta) caches() *swEst {
+	if m.est == nil {
+		m.est = &swEst{
+			means: make([]float64, len(m.modes)), post: slices.Clone(m.alpha),
+			n: make([]float64, len(m.modes)), cnt: make([]int, len(m.modes)),
+		}
+	}
+	return m.est
+}
+
+// swSeg is a run of epochs [previous run's end, end) planned at batch size
+// modes[mode], each with the preprofiled duration pre.
+type swSeg struct {
+	end, mode int32
+	pre       float64
 }
 
 type swTarget struct {
@@ -52,23 +86,16 @@ type swTarget struct {
 // newSWMeta builds the metadata of a job from its declared schedule, or,
 // when it declared none, from a constant schedule at its initial batch size.
 func newSWMeta(j *Job, submit float64) *swMeta {
+	m := &swMeta{workers: j.Workers, dataset: j.DatasetSize, submit: submit}
 	planned, secs := j.PlannedBatchSizes, j.PlannedEpochSeconds
 	if len(planned) == 0 || len(secs) != len(planned) {
-		planned, secs = constantSchedule(j)
+		bs, e, d := constantSchedule(j)
+		m.epochs, m.modes = e, []int{bs}
+		m.segs = []swSeg{{end: int32(e), pre: math.Max(1, math.RoundToEven(d))}}
+	} else {
+		m.epochs, m.modes = len(planned), distinct(planned)
+		m.segs = encodeSchedule(planned, secs, m.modes)
 	}
-	// planned shares the declared schedule's array instead of copying it:
-	// a snapshot's jobs are read-only to policies, and the Core replaces a
-	// job's schedule, never writes into one. At 9,000 jobs of ~1,000
-	// epochs a copy is 70 MB.
-	m := &swMeta{
-		epochs: len(planned), workers: j.Workers, planned: slices.Clip(planned),
-		dataset: j.DatasetSize, submit: submit,
-	}
-	m.pre = make([]float64, len(secs))
-	for e, d := range secs {
-		m.pre[e] = math.Max(1, math.RoundToEven(d))
-	}
-	m.modes = distinct(planned)
 	m.alpha = make([]float64, len(m.modes))
 	for k := range m.modes {
 		m.alpha[k] = float64(m.epochs) / float64(len(m.modes))
@@ -77,34 +104,40 @@ func newSWMeta(j *Job, submit float64) *swMeta {
 	return m
 }
 
-// derive sets up the caches kept beside the metadata (the per-mode means,
-// remaining's posterior, the running epoch sums) from the metadata alone:
-// for a new job, and for one restored from a state snapshot.
-func (m *swMeta) derive() {
-	m.means, m.meansOK = make([]float64, len(m.modes)), false
-	m.post = slices.Clone(m.alpha)
-	m.n = make([]float64, len(m.modes))
-	m.cnt = make([]int, len(m.modes))
-	m.obsN = 0
-	m.upTo, m.done = prefix{}, prefix{}
+// encodeSchedule is the run-length encoding of a declared schedule whose
+// distinct batch sizes are modes: a run ends where the batch size or the
+// rounded duration changes.
+func encodeSchedule(planned []int, secs []float64, modes []int) []swSeg {
+	var segs []swSeg
+	for e, b := range planned {
+		k, _ := slices.BinarySearch(modes, b)
+		d := math.Max(1, math.RoundToEven(secs[e]))
+		if n := len(segs); n > 0 && int(segs[n-1].mode) == k && math.Float64bits(segs[n-1].pre) == math.Float64bits(d) {
+			segs[n-1].end++
+			continue
+		}
+		segs = append(segs, swSeg{end: int32(e + 1), mode: int32(k), pre: d})
+	}
+	return slices.Clip(segs)
 }
 
-// constantSchedule is the profile of a job that declared no schedule: every
-// epoch at the initial batch size, at the registered throughput.
-func constantSchedule(j *Job) ([]int, []float64) {
+// derive resets the caches kept beside the metadata (the per-mode means,
+// remaining's posterior, the running epoch sums), which are rebuilt from
+// the metadata alone: for a new job, and for one restored from a state
+// snapshot.
+func (m *swMeta) derive() { m.est, m.on = nil, nil }
+
+// constantSchedule is the profile of a job that declared no schedule: its
+// epochs all at the initial batch size, each of the seconds the registered
+// throughput gives.
+func constantSchedule(j *Job) (bs, epochs int, secs float64) {
 	ipe := ceilDiv(int64(j.DatasetSize), int64(j.InitialBatchSize))
 	e := int(max(1, ceilDiv(j.TotalSteps, ipe)))
-	planned := make([]int, e)
-	secs := make([]float64, e)
 	thr := j.Throughput
 	if thr <= 0 {
 		thr = 1
 	}
-	for i := range planned {
-		planned[i] = j.InitialBatchSize
-		secs[i] = float64(j.DatasetSize) / float64(j.InitialBatchSize) / thr
-	}
-	return planned, secs
+	return j.InitialBatchSize, e, float64(j.DatasetSize) / float64(j.InitialBatchSize) / thr
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
@@ -124,14 +157,23 @@ func distinct(xs []int) []int {
 	return slices.Clip(out)
 }
 
-// durs is D, the calibrated epoch durations: pre until calibrate first
-// rescales them, so that a job that never needs calibrating keeps one
-// copy of its schedule's durations, not two.
-func (m *swMeta) durs() []float64 {
+// durOf is D of run s.
+func (m *swMeta) durOf(s int) float64 {
 	if m.dur == nil {
-		return m.pre
+		return m.segs[s].pre
 	}
-	return m.dur
+	return m.dur[s]
+}
+
+// segOf is the index of the run holding epoch e (0 ≤ e < E).
+func (m *swMeta) segOf(e int) int {
+	s, _ := slices.BinarySearchFunc(m.segs, e, func(x swSeg, e int) int {
+		if int(x.end) <= e {
+			return -1
+		}
+		return 1
+	})
+	return s
 }
 
 // calibrate rescales the working epoch durations when the measured samples
@@ -147,47 +189,58 @@ func (m *swMeta) calibrate(ms []Measurement, roundSeconds float64) {
 	}
 	tau := roundSeconds * float64(ms[len(ms)-1].Round)
 	acc, pre := 0.0, 0.0
-	e := 0
+	e, s := 0, 0
 	for ; e < m.epochs; e++ {
-		if acc+m.pre[e] > tau {
+		for int(m.segs[s].end) <= e {
+			s++
+		}
+		if acc+m.segs[s].pre > tau {
 			break
 		}
-		acc += m.pre[e]
+		acc += m.segs[s].pre
 		pre += float64(m.dataset)
 	}
 	if e == m.epochs {
-		e = m.epochs - 1
+		e, s = m.epochs-1, len(m.segs)-1
 	}
 	if tau-acc > 0 {
-		pre += float64(m.dataset) * (tau - acc) / m.durs()[e]
+		pre += float64(m.dataset) * (tau - acc) / m.durOf(s)
 	}
 	if meas <= 0 || pre <= 0 || math.Abs(meas-pre)/pre <= swCalibrationSlack {
 		return
 	}
 	if m.dur == nil {
-		m.dur = make([]float64, len(m.pre))
+		m.dur = make([]float64, len(m.segs))
 	}
 	for i := range m.dur {
-		m.dur[i] = m.pre[i] * (pre / meas)
+		m.dur[i] = m.segs[i].pre * (pre / meas)
 	}
-	m.meansOK = false
-	m.upTo, m.done = prefix{}, prefix{}
+	if m.est != nil {
+		m.est.meansOK = false
+		m.est.upTo, m.est.done = prefix{}, prefix{}
+	}
 }
 
-// prefix is a running sum of a slice's first n elements.
+// prefix is a running sum of D over the first n epochs.
 type prefix struct {
 	n   int
 	sum float64
 }
 
-// of returns Σ d[:n], added left to right: extended from the last call,
-// or summed again from 0 when n is smaller.
-func (p *prefix) of(d []float64, n int) float64 {
+// of returns Σ D[:n], added epoch by epoch from the left: extended from
+// the last call, or summed again from 0 when n is smaller.
+func (p *prefix) of(m *swMeta, n int) float64 {
 	if n < p.n {
 		*p = prefix{}
 	}
-	for _, v := range d[p.n:n] {
-		p.sum += v
+	if p.n < n {
+		s := m.segOf(p.n)
+		for e := p.n; e < n; e++ {
+			for int(m.segs[s].end) <= e {
+				s++
+			}
+			p.sum += m.durOf(s)
+		}
 	}
 	p.n = n
 	return p.sum
@@ -196,34 +249,41 @@ func (p *prefix) of(d []float64, n int) float64 {
 // remaining is the Dirichlet-posterior estimate R̂ of the job's remaining
 // run time in seconds, with observed planned epochs 0..p (spec §4.3).
 //
-// It costs O(|M|) per call, not O(p), and allocates nothing, with the bits
-// of the textbook form (α' = α + one per observation; n = E·α'/Σα'; then
-// one off n_b per observation of b while n_b ≥ 1): the posterior is kept
-// from call to call and extended by the newly observed epochs, one
-// increment at a time as before; the observations' decrements are one
-// subtraction of min(count, ⌊n_b⌋), since x − 1 is exact for 1 ≤ x < 2^53.
+// It costs O(|M|) per call, not O(p), with the bits of the textbook form
+// (α' = α + one per observation; n = E·α'/Σα'; then one off n_b per
+// observation of b while n_b ≥ 1): the posterior is kept from call to call
+// and extended by the newly observed epochs, one increment at a time as
+// before; the observations' decrements are one subtraction of
+// min(count, ⌊n_b⌋), since x − 1 is exact for 1 ≤ x < 2^53.
 func (m *swMeta) remaining(p int) float64 {
+	c := m.caches()
 	obs := min(p, m.epochs-1) + 1
-	if obs < m.obsN {
-		copy(m.post, m.alpha)
-		clear(m.cnt)
-		m.obsN = 0
+	if obs < c.obsN {
+		copy(c.post, m.alpha)
+		clear(c.cnt)
+		c.obsN = 0
 	}
-	for _, b := range m.planned[m.obsN:obs] {
-		k := m.modeIndex(b)
-		m.post[k]++
-		m.cnt[k]++
+	if c.obsN < obs {
+		s := m.segOf(c.obsN)
+		for e := c.obsN; e < obs; e++ {
+			for int(m.segs[s].end) <= e {
+				s++
+			}
+			k := m.segs[s].mode
+			c.post[k]++
+			c.cnt[k]++
+		}
 	}
-	m.obsN = obs
+	c.obsN = obs
 	total := 0.0
-	for k := range m.post {
-		total += m.post[k]
+	for k := range c.post {
+		total += c.post[k]
 	}
-	n := m.n
+	n := c.n
 	for k := range n {
-		n[k] = float64(m.epochs) * m.post[k] / total
+		n[k] = float64(m.epochs) * c.post[k] / total
 		if n[k] >= 1 {
-			n[k] -= min(float64(m.cnt[k]), math.Floor(n[k]))
+			n[k] -= min(float64(c.cnt[k]), math.Floor(n[k]))
 		}
 	}
 	rem := m.epochs - m.epoch
@@ -241,62 +301,54 @@ func (m *swMeta) remaining(p int) float64 {
 	m.cacheMeans()
 	est := 0.0
 	for k := range n {
-		est += n[k] * m.means[k]
+		est += n[k] * c.means[k]
 	}
 	return est * float64(rem) / infl
-}
-
-// modeIndex is the index of planned batch size b in m.modes.
-func (m *swMeta) modeIndex(b int) int {
-	if len(m.modes) <= 8 {
-		for k, v := range m.modes {
-			if v == b {
-				return k
-			}
-		}
-	}
-	k, _ := slices.BinarySearch(m.modes, b)
-	return k
 }
 
 // cacheMeans fills m.means, the mean calibrated duration of the epochs
 // planned at each mode, when calibrate has changed the durations.
 func (m *swMeta) cacheMeans() {
-	if m.meansOK {
+	c := m.caches()
+	if c.meansOK {
 		return
 	}
-	for k, b := range m.modes {
-		m.means[k] = m.modeMean(b)
+	for k := range m.modes {
+		c.means[k] = m.modeMean(k)
 	}
-	m.meansOK = true
+	c.meansOK = true
 }
 
-// modeMean is the mean calibrated duration of the epochs planned at b.
-func (m *swMeta) modeMean(b int) float64 {
-	s, k := 0.0, 0
-	dur := m.durs()
-	for e, pb := range m.planned {
-		if pb == b {
-			s += dur[e]
-			k++
+// modeMean is the mean calibrated duration of the epochs planned at
+// modes[k], their durations added in epoch order.
+func (m *swMeta) modeMean(k int) float64 {
+	sum, n, start := 0.0, 0, 0
+	for i, sg := range m.segs {
+		if int(sg.mode) == k {
+			d := m.durOf(i)
+			for range int(sg.end) - start {
+				sum += d
+			}
+			n += int(sg.end) - start
 		}
+		start = int(sg.end)
 	}
-	if k == 0 {
+	if n == 0 {
 		return 0
 	}
-	return s / float64(k)
+	return sum / float64(n)
 }
 
 // epochSeconds is the interpolated epoch duration d: the mean calibrated
 // duration of epochs 0..c (spec §4.3).
 func (m *swMeta) epochSeconds() float64 {
 	hi := min(m.epoch, m.epochs-1)
-	return m.upTo.of(m.durs(), hi+1) / float64(hi+1)
+	return m.caches().upTo.of(m, hi+1) / float64(hi+1)
 }
 
 // doneSeconds is Σ_{e<c} D[e].
 func (m *swMeta) doneSeconds() float64 {
-	return m.done.of(m.durs(), min(m.epoch, m.epochs))
+	return m.caches().done.of(m, min(m.epoch, m.epochs))
 }
 
 // target is the momentum-averaged fair-share finish time F at round r

@@ -67,11 +67,11 @@ func TestCalibrate_OnlyBeyondFortyPercentDeviation(t *testing.T) {
 	// S = 1000 samples per epoch of 100 s at bs 10 → 1 step/s = 10 samples/s.
 	m := metaFor([]int{10, 10, 10, 10}, []float64{100, 100, 100, 100})
 	m.calibrate([]Measurement{{Round: 1, Throughput: 1.2, BatchSize: 10}}, 100)
-	if m.durs()[0] != 100 {
+	if dursOf(m)[0] != 100 {
 		t.Fatalf("20 %% faster than planned recalibrated: %v", m.dur)
 	}
 	m.calibrate([]Measurement{{Round: 1, Throughput: 2, BatchSize: 10}}, 100)
-	if !near(m.durs()[0], 50) || !near(m.durs()[3], 50) {
+	if d := dursOf(m); !near(d[0], 50) || !near(d[3], 50) {
 		t.Fatalf("2× faster than planned: durations %v, want 50 each", m.dur)
 	}
 }
@@ -80,9 +80,9 @@ func TestCalibrate_OnlyBeyondFortyPercentDeviation(t *testing.T) {
 // fallback for a job that declared no schedule.
 func TestConstantSchedule_WithoutAProfileEpochsComeFromTheSteps(t *testing.T) {
 	j := &Job{Workers: 1, DatasetSize: 1000, InitialBatchSize: 100, TotalSteps: 35, Throughput: 2}
-	p, s := constantSchedule(j)
-	if len(p) != 4 || !near(s[0], 5) {
-		t.Fatalf("schedule %v %v, want 4 epochs of 5 s", p, s)
+	bs, e, s := constantSchedule(j)
+	if bs != 100 || e != 4 || !near(s, 5) {
+		t.Fatalf("schedule of %d epochs of %v s at %d, want 4 epochs of 5 s at 100", e, s, bs)
 	}
 }
 

@@ -33,12 +33,29 @@ type Completer interface {
 }
 
 // swOnline is the online mode's state: one forecaster over every job, and
-// what it was last told about each job.
+// what it was last told about each job and the job's latest forecast.
 type swOnline struct {
 	fc         *bayes.Forecaster
 	ignoreMode bool
-	seen       map[string]swSeen
-	cache      map[string]bayes.Forecast // this round's forecasts
+	jobs       map[string]*swOnlineJob
+}
+
+// swOnlineJob is one job's entry: one map lookup a round finds both.
+type swOnlineJob struct {
+	seen     swSeen
+	tracked  bool           // seen is set: the forecaster tracks the job
+	forecast bayes.Forecast // the latest round's forecast, when cached
+	cached   bool
+}
+
+// entry returns id's entry, creating an empty one.
+func (o *swOnline) entry(id string) *swOnlineJob {
+	e := o.jobs[id]
+	if e == nil {
+		e = &swOnlineJob{}
+		o.jobs[id] = e
+	}
+	return e
 }
 
 // swSeen is the last state of a job fed to the forecaster.
@@ -53,8 +70,7 @@ func newSWOnline(ignoreMode bool) *swOnline {
 	return &swOnline{
 		ignoreMode: ignoreMode,
 		fc:         bayes.NewForecaster(bayes.DefaultForecastConfig()),
-		seen:       map[string]swSeen{},
-		cache:      map[string]bayes.Forecast{},
+		jobs:       map[string]*swOnlineJob{},
 	}
 }
 
@@ -77,7 +93,8 @@ func (o *swOnline) admit(j *Job) error {
 	if err != nil {
 		return err
 	}
-	o.seen[j.ID] = swSeen{steps: -1, measRound: -1}
+	e := o.entry(j.ID)
+	e.seen, e.tracked = swSeen{steps: -1, measRound: -1}, true
 	return nil
 }
 
@@ -85,11 +102,11 @@ func (o *swOnline) admit(j *Job) error {
 // progress, batch size, execution time, and the newest throughput
 // measurement (a zero measurement is a failed lease and says nothing about
 // speed).
-func (o *swOnline) observe(j *Job) error {
-	last, ok := o.seen[j.ID]
-	if !ok {
+func (o *swOnline) observe(j *Job, e *swOnlineJob) error {
+	if e == nil || !e.tracked {
 		return nil
 	}
+	last := e.seen
 	obs := bayes.Observation{StepsDone: max(j.StepsDone, 0), TotalSteps: max(j.TotalSteps, 1), Epoch: j.Epoch, BatchSize: j.BatchSize}
 	meas := last.measRound
 	if n := len(j.Measurements); n > 0 {
@@ -107,7 +124,7 @@ func (o *swOnline) observe(j *Job) error {
 	if err := o.fc.Observe(j.ID, obs); err != nil {
 		return err
 	}
-	o.seen[j.ID] = swSeen{steps: obs.StepsDone, total: obs.TotalSteps, batch: obs.BatchSize, runTime: j.RunTime, measRound: meas}
+	e.seen = swSeen{steps: obs.StepsDone, total: obs.TotalSteps, batch: obs.BatchSize, runTime: j.RunTime, measRound: meas}
 	return nil
 }
 
@@ -117,39 +134,39 @@ func (o *swOnline) observe(j *Job) error {
 // re-solve.
 func (o *swOnline) refresh(snap *Snapshot) (informed bool, err error) {
 	for _, j := range snap.Jobs {
-		if _, ok := o.seen[j.ID]; !ok {
+		e := o.jobs[j.ID]
+		if e == nil || !e.tracked {
 			continue
 		}
-		if err := o.observe(j); err != nil {
+		if err := o.observe(j, e); err != nil {
 			return false, fmt.Errorf("shockwave: online forecast: %w", err)
 		}
 		f, err := o.fc.Forecast(j.ID)
 		if err != nil {
 			return false, fmt.Errorf("shockwave: online forecast: %w", err)
 		}
-		if old, ok := o.cache[j.ID]; ok && old.Uninformed && !f.Uninformed {
+		if e.cached && e.forecast.Uninformed && !f.Uninformed {
 			informed = true
 		}
-		o.cache[j.ID] = f
+		e.forecast, e.cached = f, true
 	}
 	return informed, nil
 }
 
 // complete teaches the forecaster's family priors with a finished job.
 func (o *swOnline) complete(j *Job) {
-	if _, ok := o.seen[j.ID]; !ok {
+	e := o.jobs[j.ID]
+	if e == nil || !e.tracked {
 		return
 	}
-	_ = o.observe(j) // the final state; an error leaves the last good one
+	_ = o.observe(j, e) // the final state; an error leaves the last good one
 	o.fc.Complete(j.ID)
-	delete(o.seen, j.ID)
-	delete(o.cache, j.ID)
+	delete(o.jobs, j.ID)
 }
 
 func (o *swOnline) remove(id string) {
 	o.fc.Remove(id)
-	delete(o.seen, id)
-	delete(o.cache, id)
+	delete(o.jobs, id)
 }
 
 // swEstimate is what the market needs of one job: E, c, d, R̂ and the
@@ -165,7 +182,7 @@ type swEstimate struct {
 // mode. The profile estimate expects calibrate to have run.
 func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
 	if s.online != nil {
-		if f, ok := s.online.cache[j.ID]; ok {
+		if f, ok := s.onlineForecast(j, m); ok {
 			return swEstimate{
 				epochs: f.Epochs, epoch: min(f.Epoch, f.Epochs), epochSeconds: f.EpochSeconds,
 				remaining: math.Max(f.Remaining.Mean, 1), doneSecs: j.RunTime, uninformed: f.Uninformed,
@@ -177,6 +194,22 @@ func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
 		epochs: m.epochs, epoch: min(m.epoch, m.epochs), epochSeconds: m.epochSeconds(),
 		remaining: m.remaining(m.epoch), doneSecs: m.doneSeconds(),
 	}
+}
+
+// onlineForecast is j's latest online forecast, through the link m keeps
+// to the job's online entry (found once: an entry is created when the job
+// is admitted or the state loaded, before any estimate, and deleted with
+// the metadata).
+func (s *Shockwave) onlineForecast(j *Job, m *swMeta) (bayes.Forecast, bool) {
+	e := m.on
+	if e == nil {
+		e = s.online.jobs[j.ID]
+		m.on = e
+	}
+	if e == nil || !e.cached {
+		return bayes.Forecast{}, false
+	}
+	return e.forecast, true
 }
 
 // Complete teaches the online forecaster with a finished job, then removes

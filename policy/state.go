@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/shockwave-sched/shockwave/bayes"
 	"github.com/shockwave-sched/shockwave/internal/wire"
 	"github.com/shockwave-sched/shockwave/market"
 )
@@ -128,7 +129,8 @@ func loadFloatMap(d *wire.Decoder) map[string]float64 {
 // and in online mode the forecaster with what it was last told.
 func (s *Shockwave) MarshalState() []byte {
 	var e wire.Encoder
-	header(&e, s.Name())
+	e.Str(s.Name())
+	e.Int(swStateVersion)
 	ids := sortedIDs(s.meta)
 	e.Len(len(ids))
 	for _, id := range ids {
@@ -171,13 +173,20 @@ func (s *Shockwave) MarshalState() []byte {
 // policy with the same configuration.
 func (s *Shockwave) UnmarshalState(b []byte) error {
 	d := wire.NewDecoder(b)
-	checkHeader(d, s.Name())
+	got, v := d.Str(), d.Int()
+	if d.Err() == nil && (got != s.Name() || (v != swStateVersion && v != stateVersion)) {
+		d.Failf("policy: state of %s (version %d), want %s (version %d or %d)", got, v, s.Name(), stateVersion, swStateVersion)
+	}
 	n := d.Len(8)
 	s.meta = make(map[string]*swMeta, n)
 	for range n {
 		id := d.Str()
 		m := &swMeta{}
-		m.load(d)
+		if v == stateVersion {
+			m.loadV1(d)
+		} else {
+			m.load(d)
+		}
 		s.meta[id] = m
 	}
 	s.order = d.Strs()
@@ -229,12 +238,27 @@ func (s *Shockwave) checkState() error {
 	return nil
 }
 
+// swStateVersion is the version of the Shockwave policy's state: 2 keeps
+// each job's declared schedule run-length encoded (swSeg). A state of
+// version 1 (per-epoch arrays) still loads, converted.
+const swStateVersion = 2
+
 func (m *swMeta) append(e *wire.Encoder) {
 	e.Int(m.epochs)
 	e.Int(m.workers)
-	e.Ints(m.planned)
-	e.F64s(m.pre)
-	e.F64s(m.durs())
+	e.Len(len(m.segs))
+	for _, sg := range m.segs {
+		e.Int(int(sg.end))
+		e.Int(int(sg.mode))
+		e.F64(sg.pre)
+	}
+	e.Bool(m.dur != nil)
+	e.F64s(m.dur)
+	m.appendTail(e)
+}
+
+// appendTail writes what follows the schedule, the same in versions 1 and 2.
+func (m *swMeta) appendTail(e *wire.Encoder) {
 	e.Int(m.dataset)
 	e.Int(m.epoch)
 	e.F64(m.submit)
@@ -253,9 +277,66 @@ func (m *swMeta) append(e *wire.Encoder) {
 	e.Bool(m.guessed)
 }
 
+// load reads metadata written by append (version 2).
 func (m *swMeta) load(d *wire.Decoder) {
 	m.epochs, m.workers = d.Int(), d.Int()
-	m.planned, m.pre, m.dur = d.Ints(), d.F64s(), d.F64s()
+	m.segs = make([]swSeg, d.Len(24))
+	for i := range m.segs {
+		m.segs[i] = swSeg{end: int32(d.IntIn(1, math.MaxInt32)), mode: int32(d.IntIn(0, math.MaxInt32)), pre: d.F64()}
+	}
+	calibrated := d.Bool()
+	m.dur = d.F64s()
+	if !calibrated {
+		m.dur = nil
+	}
+	m.loadTail(d)
+	if d.Err() == nil && calibrated && len(m.dur) != len(m.segs) {
+		d.Failf("policy: shockwave state: job metadata with %d schedule runs and %d durations", len(m.segs), len(m.dur))
+	}
+	m.checkSegs(d)
+	m.derive()
+}
+
+// loadV1 reads metadata of version 1, whose schedule is per-epoch arrays
+// (planned batch sizes, preprofiled and calibrated durations), into the
+// run-length encoding: runs end where any of the three changes.
+func (m *swMeta) loadV1(d *wire.Decoder) {
+	m.epochs, m.workers = d.Int(), d.Int()
+	planned, pre, dur := d.Ints(), d.F64s(), d.F64s()
+	m.loadTail(d)
+	if d.Err() == nil && (len(pre) != len(dur) || len(planned) != len(pre) || m.epochs != len(planned)) {
+		d.Failf("policy: shockwave state: job metadata with %d epochs, %d planned, %d durations", m.epochs, len(planned), len(dur))
+	}
+	for _, b := range planned {
+		if d.Err() == nil && !slices.Contains(m.modes, b) {
+			d.Failf("policy: shockwave state: job metadata: planned batch size %d is not among the modes %v", b, m.modes)
+		}
+	}
+	if d.Err() != nil {
+		return
+	}
+	m.segs, m.dur = nil, nil
+	calibrated := false
+	for e, b := range planned {
+		k, _ := slices.BinarySearch(m.modes, b)
+		calibrated = calibrated || math.Float64bits(dur[e]) != math.Float64bits(pre[e])
+		if n := len(m.segs); n > 0 && int(m.segs[n-1].mode) == k && math.Float64bits(m.segs[n-1].pre) == math.Float64bits(pre[e]) &&
+			math.Float64bits(m.dur[n-1]) == math.Float64bits(dur[e]) {
+			m.segs[n-1].end++
+			continue
+		}
+		m.segs = append(m.segs, swSeg{end: int32(e + 1), mode: int32(k), pre: pre[e]})
+		m.dur = append(m.dur, dur[e])
+	}
+	if !calibrated {
+		m.dur = nil
+	}
+	m.checkSegs(d) // a job of no epochs
+	m.derive()
+}
+
+// loadTail reads what appendTail wrote.
+func (m *swMeta) loadTail(d *wire.Decoder) {
 	m.dataset, m.epoch, m.submit = d.Int(), d.Int(), d.F64()
 	m.modes = d.Ints()
 	n := d.Len(16)
@@ -281,26 +362,47 @@ func (m *swMeta) load(d *wire.Decoder) {
 		}
 	}
 	m.guessed = d.Bool()
-	if d.Err() == nil && (len(m.pre) != len(m.dur) || len(m.planned) != len(m.pre) || m.epochs != len(m.planned)) {
-		d.Failf("policy: shockwave state: job metadata with %d epochs, %d planned, %d durations", m.epochs, len(m.planned), len(m.dur))
-	}
 	if d.Err() == nil && (!slices.IsSorted(m.modes) || len(slices.Compact(slices.Clone(m.modes))) != len(m.modes)) {
 		d.Failf("policy: shockwave state: job metadata: modes %v are not distinct and sorted", m.modes)
 	}
-	for _, b := range m.planned {
-		if d.Err() == nil && !slices.Contains(m.modes, b) {
-			d.Failf("policy: shockwave state: job metadata: planned batch size %d is not among the modes %v", b, m.modes)
-		}
-	}
-	m.derive()
 }
 
+// checkSegs checks a loaded schedule: runs that end in increasing order at
+// the last epoch, each at one of the modes.
+func (m *swMeta) checkSegs(d *wire.Decoder) {
+	prev := 0
+	for _, sg := range m.segs {
+		if d.Err() != nil {
+			return
+		}
+		if int(sg.end) <= prev {
+			d.Failf("policy: shockwave state: job metadata: schedule run ending at epoch %d after one ending at %d", sg.end, prev)
+		} else if int(sg.mode) >= len(m.modes) {
+			d.Failf("policy: shockwave state: job metadata: schedule run at mode %d of the %d modes %v (not among the modes)", sg.mode, len(m.modes), m.modes)
+		}
+		prev = int(sg.end)
+	}
+	if d.Err() == nil && (prev != m.epochs || m.epochs < 1) {
+		d.Failf("policy: shockwave state: job metadata with %d epochs, its schedule runs to %d", m.epochs, prev)
+	}
+}
+
+// append writes the forecaster, then what it was last told about each
+// tracked job, then each job's latest forecast, both in id order.
 func (o *swOnline) append(e *wire.Encoder) {
 	o.fc.AppendState(e)
-	ids := sortedIDs(o.seen)
-	e.Len(len(ids))
-	for _, id := range ids {
-		v := o.seen[id]
+	var tracked, cached []string
+	for _, id := range sortedIDs(o.jobs) {
+		if o.jobs[id].tracked {
+			tracked = append(tracked, id)
+		}
+		if o.jobs[id].cached {
+			cached = append(cached, id)
+		}
+	}
+	e.Len(len(tracked))
+	for _, id := range tracked {
+		v := o.jobs[id].seen
 		e.Str(id)
 		e.I64(v.steps)
 		e.I64(v.total)
@@ -308,10 +410,9 @@ func (o *swOnline) append(e *wire.Encoder) {
 		e.F64(v.runTime)
 		e.Int(v.measRound)
 	}
-	ids = sortedIDs(o.cache)
-	e.Len(len(ids))
-	for _, id := range ids {
-		f := o.cache[id]
+	e.Len(len(cached))
+	for _, id := range cached {
+		f := o.jobs[id].forecast
 		e.Str(id)
 		e.F64(f.Remaining.Mean)
 		e.F64(f.Remaining.P10)
@@ -332,22 +433,27 @@ func (o *swOnline) append(e *wire.Encoder) {
 func (o *swOnline) load(d *wire.Decoder) {
 	o.fc.LoadState(d)
 	n := d.Len(48)
-	clear(o.seen)
+	clear(o.jobs)
 	for range n {
 		id := d.Str()
-		o.seen[id] = swSeen{steps: d.I64(), total: d.I64(), batch: d.Int(), runTime: d.F64(), measRound: d.Int()}
+		e := o.entry(id)
+		e.seen = swSeen{steps: d.I64(), total: d.I64(), batch: d.Int(), runTime: d.F64(), measRound: d.Int()}
+		e.tracked = true
 	}
 	n = d.Len(105)
-	clear(o.cache)
 	for range n {
 		id := d.Str()
-		f := o.cache[id]
+		var f bayes.Forecast
 		f.Remaining.Mean, f.Remaining.P10, f.Remaining.P90 = d.F64(), d.F64(), d.F64()
 		f.EpochSeconds = d.F64()
 		f.Epochs, f.Epoch, f.BatchSize, f.RegimeEpochs = d.Int(), d.Int(), d.Int(), d.Int()
 		f.ChangeProb, f.NextBatchSize, f.NextProb = d.F64(), d.Int(), d.F64()
 		f.Family, f.Uninformed = d.Str(), d.Bool()
-		o.cache[id] = f
+		if d.Err() != nil {
+			return
+		}
+		e := o.entry(id)
+		e.forecast, e.cached = f, true
 	}
 }
 

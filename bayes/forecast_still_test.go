@@ -1,0 +1,90 @@
+package bayes
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// stillEpochsLoop is forecastRaw's loop over epochs from..E−1 when every
+// epoch step is skipped, as it was written before stillEpochs: epoch by
+// epoch, every level in turn.
+func stillEpochsLoop(m *moments, N, dur *[maxLevels]float64, L, from, E int, pTotal float64) {
+	P, A, B := &m.P, &m.A, &m.B
+	for e := from; e < E; e++ {
+		w := 1.0
+		if float64(e+1) > pTotal {
+			w = pTotal - float64(e)
+		}
+		if w < 0 {
+			w = 0
+		}
+		for i := range L {
+			if P[i] == 0 {
+				continue
+			}
+			x := w * dur[i]
+			B[i] += 2*x*A[i] + x*x*P[i]
+			A[i] += x * P[i]
+			N[i] += w * P[i]
+		}
+	}
+}
+
+// TestForecast_StillEpochsKeepTheLoopsBits: on random moments, durations,
+// levels (some empty), epoch ranges and fractional totals (the last epochs
+// partial or beyond the total), stillEpochs leaves every moment and count
+// with the bits of the epoch-by-epoch loop.
+func TestForecast_StillEpochsKeepTheLoopsBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 5))
+	for trial := range 20000 {
+		L := 1 + rng.IntN(maxLevels)
+		var m moments
+		var N, dur [maxLevels]float64
+		for i := range L {
+			if rng.IntN(4) > 0 {
+				m.P[i] = rng.Float64()
+				m.A[i] = 1e4 * rng.Float64() * m.P[i]
+				m.B[i] = m.A[i] * m.A[i] * (1 + rng.Float64())
+				N[i] = 100 * rng.Float64()
+			}
+			dur[i] = math.Exp(10 * rng.Float64())
+		}
+		E := 1 + rng.IntN(3000)
+		from := rng.IntN(E + 1)
+		pTotal := float64(E) - 3*rng.Float64()
+		if rng.IntN(3) == 0 {
+			pTotal = float64(E)
+		}
+		a, an := m, N
+		b, bn := m, N
+		stillEpochs(&a, &an, &dur, L, from, E, pTotal)
+		stillEpochsLoop(&b, &bn, &dur, L, from, E, pTotal)
+		for i := range maxLevels {
+			for _, c := range [][2]float64{{a.P[i], b.P[i]}, {a.A[i], b.A[i]}, {a.B[i], b.B[i]}, {an[i], bn[i]}} {
+				if math.Float64bits(c[0]) != math.Float64bits(c[1]) {
+					t.Fatalf("trial %d (L=%d, epochs %d..%d, total %v): level %d: %v, the loop %v", trial, L, from, E, pTotal, i, c[0], c[1])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkForecast_StillEpochs: 640 epochs of one level, the live load
+// test's job (bayes.stillEpochs against the epoch-by-epoch loop).
+func BenchmarkForecast_StillEpochs(b *testing.B) {
+	dur := [maxLevels]float64{156}
+	for _, c := range []struct {
+		name string
+		f    func(*moments, *[maxLevels]float64, *[maxLevels]float64, int, int, int, float64)
+	}{{"still", stillEpochs}, {"loop", stillEpochsLoop}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				m := moments{}
+				m.P[0] = 1
+				var N [maxLevels]float64
+				c.f(&m, &N, &dur, 1, 1, 640, 639.5)
+			}
+		})
+	}
+}

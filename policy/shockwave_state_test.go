@@ -1,0 +1,149 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// stateScenarioJobs is a small workload whose declared schedules change
+// batch size (runs of equal epochs, as the run-length encoding keeps them)
+// and whose measured speed is half or twice the declared one for some jobs
+// (so that calibration rescales their durations).
+func stateScenarioJobs() []*Job {
+	var jobs []*Job
+	for i := range 12 {
+		var planned []int
+		var secs []float64
+		for e := range 12 + i {
+			b := 32 << min(2, e/(4+i%3))
+			planned = append(planned, b)
+			secs = append(secs, 600*32/float64(b)+float64(i%4))
+		}
+		jobs = append(jobs, &Job{ID: fmt.Sprintf("j%02d", i), Seq: i, Model: []string{"ResNet-18", "LM"}[i%2],
+			Mode: "gns", Workers: 1 + i%3, Priority: 1, InitialBatchSize: 32, BatchSize: 32, DatasetSize: 6400,
+			Throughput: 1, TotalSteps: int64(len(planned)) * 200, PlannedBatchSizes: planned, PlannedEpochSeconds: secs,
+			IsolatedSeconds: 1, LastRun: -1})
+	}
+	return jobs
+}
+
+// stateScenarioRounds runs rounds [from, to) of the scenario: jobs j00–j05
+// are admitted in round 0, the others in round 3; a running job makes a
+// round's steps at its speed (the declared one, or ×0.5 / ×2 for every
+// third job) and reports them.
+func stateScenarioRounds(t *testing.T, p *Shockwave, jobs []*Job, from, to int) []*Plan {
+	t.Helper()
+	const roundSeconds = 120
+	var plans []*Plan
+	for r := from; r < to; r++ {
+		var active []*Job
+		for i, j := range jobs {
+			if r == 0 && i < 6 || r == 3 && i >= 6 {
+				j.AdmitTime, j.AdmitRound = float64(r*roundSeconds), r
+				p.Admit(j)
+			}
+			if (i < 6 || r >= 3) && j.StepsDone < j.TotalSteps {
+				active = append(active, j)
+			}
+		}
+		plan, err := p.Allocate(&Snapshot{Round: r, Now: float64(r * roundSeconds), GPUs: 8, RoundSeconds: roundSeconds, Jobs: active})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, plan)
+		for _, id := range plan.Run {
+			j := jobs[slices.IndexFunc(jobs, func(j *Job) bool { return j.ID == id })]
+			speed := []float64{1, 0.5, 2}[j.Seq%3] * j.Throughput
+			j.StepsDone = min(j.TotalSteps, j.StepsDone+int64(speed*roundSeconds))
+			j.RunTime += roundSeconds
+			j.Epoch = int(j.StepsDone / ceilDiv(int64(j.DatasetSize), int64(j.BatchSize)))
+			j.Measurements = append(j.Measurements, Measurement{Round: r + 1, Throughput: speed, BatchSize: j.BatchSize})
+			j.LastRun = r
+			if j.StepsDone >= j.TotalSteps {
+				p.Complete(j)
+			}
+		}
+	}
+	return plans
+}
+
+func cloneJobs(jobs []*Job) []*Job {
+	out := make([]*Job, len(jobs))
+	for i, j := range jobs {
+		c := *j
+		c.Measurements = slices.Clone(j.Measurements)
+		out[i] = &c
+	}
+	return out
+}
+
+// TestShockwaveState_Version1StateLoadsAndContinuesBitForBit: a state
+// written by the policy before the schedules were run-length encoded
+// (version 1, per-epoch arrays; testdata written by that code at round 10
+// of stateScenarioRounds; in online mode its forecaster's state is of
+// bayes version 2) loads, converts to the state an uninterrupted
+// policy of this version holds at that round (the same bytes), and the
+// restored policy's next ten plans, explanations included, are those of
+// the uninterrupted one. SHOCKWAVE_WRITE_STATE_V1=1 rewrites the testdata
+// (run it on the version-1 code).
+func TestShockwaveState_Version1StateLoadsAndContinuesBitForBit(t *testing.T) {
+	for _, info := range []string{InfoProfile, InfoOnline} {
+		t.Run(info, func(t *testing.T) {
+			cfg := DefaultShockwaveConfig()
+			cfg.Info = info
+			p, err := NewShockwave(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := stateScenarioJobs()
+			stateScenarioRounds(t, p, jobs, 0, 10)
+			file := filepath.Join("testdata", "shockwave-state-v1-"+info+".bin")
+			if os.Getenv("SHOCKWAVE_WRITE_STATE_V1") != "" {
+				if err := os.WriteFile(file, p.MarshalState(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Skip("wrote ", file)
+			}
+			old, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _ := NewShockwave(cfg)
+			if err := r.UnmarshalState(old); err != nil {
+				t.Fatalf("the version-1 state does not load: %v", err)
+			}
+			if !bytes.Equal(r.MarshalState(), p.MarshalState()) {
+				t.Fatal("the version-1 state loads into another state than the uninterrupted policy's")
+			}
+			rjobs := cloneJobs(jobs)
+			a, b := stateScenarioRounds(t, p, jobs, 10, 20), stateScenarioRounds(t, r, rjobs, 10, 20)
+			for k := range a {
+				ja, _ := json.Marshal(a[k])
+				jb, _ := json.Marshal(b[k])
+				if !bytes.Equal(ja, jb) {
+					t.Fatalf("round %d: restored plan\n%s\nuninterrupted\n%s", 10+k, jb, ja)
+				}
+			}
+			if !bytes.Equal(r.MarshalState(), p.MarshalState()) {
+				t.Fatal("restored and uninterrupted policies differ after ten more rounds")
+			}
+		})
+	}
+}
+
+// TestShockwaveState_UnknownVersionIsRefusedByName: a Shockwave state of a
+// version this code does not know fails with an error naming it.
+func TestShockwaveState_UnknownVersionIsRefusedByName(t *testing.T) {
+	p, _ := NewShockwave(DefaultShockwaveConfig())
+	b := p.MarshalState()
+	b[len("shockwave")+8] = 7 // the version follows the name (a length and its bytes)
+	r, _ := NewShockwave(DefaultShockwaveConfig())
+	if err := r.UnmarshalState(b); err == nil || !bytes.Contains([]byte(err.Error()), []byte("version 7")) {
+		t.Fatalf("a state of version 7 gave %v", err)
+	}
+}
