@@ -94,12 +94,26 @@ func TestElasticWidths_OversubscribedJobsGetAtLeastOneGPUAndFillTheCluster(t *te
 func TestElasticWidths_GPUsGoToNewJobsThenToShortJobsThatScale(t *testing.T) {
 	none := make([]int, 3)
 	got := elasticWidths([]widthJob{linearJob(8, 1000, 1), linearJob(8, 0, 1), linearJob(8, 100, 1)}, none, 12)
-	if got[1] != 8 || got[2] < got[0] || sum(got) != 12 {
-		t.Fatalf("widths %v: want the new job at 8, the short job at least as wide as the long one", got)
+	if got[1] != 8 || got[2] <= got[0] || sum(got) != 12 {
+		t.Fatalf("widths %v: want the new job at 8, the short job wider than the long one", got)
 	}
 	got = elasticWidths([]widthJob{flatJob(8, 2, 100), linearJob(8, 100, 1), linearJob(8, 100, 1)}, none, 12)
 	if got[0] != 2 || got[1]+got[2] != 10 {
 		t.Fatalf("widths %v: want the job that stops scaling at 2 GPUs kept at 2", got)
+	}
+}
+
+// TestElasticWidths_AJobWhoseModelGivesNoGoodputStaysAtOneGPU: widths
+// where a job's reported model gives no goodput (+Inf slowdown, also from a
+// NaN goodput) are never chosen, and the GPUs go to the others.
+func TestElasticWidths_AJobWhoseModelGivesNoGoodputStaysAtOneGPU(t *testing.T) {
+	bad := linearJob(8, 100, 1)
+	for w := 2; w <= 8; w++ {
+		bad.slow[w] = math.Inf(1)
+	}
+	got := elasticWidths([]widthJob{bad, linearJob(8, 100, 1), linearJob(8, 0, 1)}, []int{1, 0, 0}, 12)
+	if got[0] != 1 || got[1]+got[2] != 11 {
+		t.Fatalf("widths %v: want the job with no goodput past 1 GPU at 1", got)
 	}
 }
 
