@@ -3,6 +3,7 @@ package pollux
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/shockwave-sched/shockwave/policy"
 )
@@ -49,8 +50,9 @@ type Project struct {
 	Every int
 	// Elastic lets jobs run narrower than their trace width (default: on
 	// in BatchAgent mode, where the job adapts its batch size to the GPUs
-	// it holds): each round every job's width is its trace width capped
-	// by elasticWidths, and the policy schedules jobs at those widths.
+	// it holds): each round elasticWidths sets every job's width, at most
+	// its trace width, from the speedups the jobs report, and the policy
+	// schedules jobs at those widths.
 	Elastic bool
 	calls   int
 }
@@ -136,7 +138,7 @@ func (p *Project) Allocate(now int, active []*Job, cl *Cluster) ([][]int, error)
 	}
 	p.order = kept
 	if p.Elastic {
-		p.setWidths(active, cl.GPUs)
+		p.setWidths(active, cl)
 	}
 	snap := &policy.Snapshot{Round: p.round, Now: float64(now), GPUs: cl.GPUs, RoundSeconds: float64(DefaultInterval * max(p.Every, 1))}
 	byID := make(map[string]int, len(active))
@@ -208,13 +210,15 @@ func (p *Project) observe(j *Job, pj *policy.Job) {
 	p.pol.Observe(pj.ID, db, pj.StepsDone-before)
 }
 
-// setWidths applies the elastic widths of the active jobs.
-func (p *Project) setWidths(active []*Job, gpus int) {
-	trace := make([]int, len(active))
+// setWidths applies the elastic widths of the active jobs
+// (elasticWidths), from each job's reports.
+func (p *Project) setWidths(active []*Job, cl *Cluster) {
+	jobs, cur := make([]widthJob, len(active)), make([]int, len(active))
+	nodeGPUs := slices.Max(cl.Capacity)
 	for i, j := range active {
-		trace[i] = j.Replicas
+		jobs[i], cur[i] = newWidthJob(j, nodeGPUs), len(j.Alloc)
 	}
-	for i, w := range elasticWidths(trace, gpus) {
+	for i, w := range elasticWidths(jobs, cur, cl.GPUs) {
 		j := active[i]
 		j.TargetReplicas = w
 		if pj, ok := p.known[j]; ok {

@@ -8,7 +8,10 @@
 // re-allocation delay, and the policies that run there: pollux (the
 // cluster-level genetic algorithm, seeded), optimus (Optimus+Oracle+
 // TunedJobs), tiresias (Tiresias+TunedJobs), and an adapter that runs the
-// project's own policies (shockwave, gavel, themis, …) on the same world.
+// project's own policies (shockwave, gavel, themis, …) on the same world,
+// with jobs at their trace width or, in the agent batch mode, at elastic
+// widths chosen from the speedups the jobs' agents report
+// (shockwave_elastic.go).
 //
 // Everything is deterministic given the workload, the policy and the seed.
 package pollux

@@ -42,7 +42,7 @@ func TestPolicies_CompleteJobsWithinNodeCapacity(t *testing.T) {
 					switch {
 					case s.Policy == "pollux" && r > max(2*j.MaxProf, 1):
 						t.Fatalf("t=%d: %s jumped to %d replicas from a profile of %d", now, j.Name, r, j.MaxProf)
-					case s.Batch == BatchAgent && r != 0 && (r > j.Replicas || r < (j.Replicas+MinWidthFraction-1)/MinWidthFraction):
+					case s.Batch == BatchAgent && r > j.Replicas:
 						t.Fatalf("t=%d: elastic %s runs on %d GPUs, trace width %d", now, j.Name, r, j.Replicas)
 					case s.Policy != "pollux" && s.Policy != "optimus" && s.Batch != BatchAgent && r != 0 && r != j.Replicas:
 						t.Fatalf("t=%d: %s runs on %d GPUs, trace width %d", now, j.Name, r, j.Replicas)
