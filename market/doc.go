@@ -104,8 +104,12 @@
 // on makespan and JCT but a worse worst-case ρ; with it, every metric of
 // that run is matched or beaten (README, results). It is a deterministic
 // heuristic for the re-rank MILP, exact in its exchange argument when all
-// widths are equal and the ρ̃ factors are 1. Idle GPUs are not back-filled (§4.6
-// is the policy's step).
+// widths are equal and the ρ̃ factors are 1. Under FairnessTightest the rank
+// differs (tightRank, place.go): jobs that finish within their planned rounds
+// first (by the key above; their finish-aware FTF constraint assumes it), then
+// the others by π_i·ρ̃_i/(T − lo_i + 1), lo_i their lower bound, so that a job
+// planned for most rounds of every window is not deferred by each re-solve.
+// Idle GPUs are not back-filled (§4.6 is the policy's step).
 //
 // Every result is independent of the order of Problem.Jobs: jobs are put in
 // a canonical order (by ID, then by their fields) before anything else, and

@@ -112,13 +112,26 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 
 // critBounds turns on the critical bounds of FairnessTightest. With
 //
-//	τ = max(Σ_i w_i·R̂_i / G, max_i R̂_i) − T·Δ,
+//	τ = max(Σ_i w_i·R̄_i / G, max_i R̄_i) − T·Δ,   R̄_i = min(R̂_i, cap_i),
 //
 // the earliest time after the window by which the present jobs could all
 // finish (the cluster's GPU-time and the longest job both bound it), a job
-// whose remaining time after the window exceeds τ extends the makespan; its
-// critical bound is the least n that brings r_i(n) down to τ (all the
-// rounds it can use when none does). The original objective's makespan
+// whose remaining time after the window could exceed τ extends the
+// makespan; its critical bound is the least n that brings
+// max(0, R⁺_i − Δ·n) down to τ, R⁺_i = max(R̂_i, P90_i)·R̄_i/R̂_i (all the
+// rounds it can use when none does; Δ·n is d_i·p_i(n) before the job
+// ends). Here P90_i is Job.RemainingHigh, the upper edge of the forecast's
+// calibrated band, and cap_i is Job.RemainingCap, the remaining time at the
+// pace the coordinator observed (critRemaining). The band makes the
+// bounds robust: with the mean alone a long job is deferred until it is
+// just in time for τ, and any upward revision of its forecast (a batch-size
+// change, noise) then extends the makespan; the cap keeps a job that
+// reports a slower throughput than it shows from claiming the bound (it
+// would otherwise become the longest job, be given every round and set τ
+// for everyone). C* = max_t [t + Σ_i w_i·max(0, R̄_i − t)/G], the tail-aware
+// bound, adds nothing: the bracket is convex in t (its slope
+// 1 − Σ_{R̄_i>t} w_i/G never decreases), so its maximum over [0, max R̄] is
+// at an end, the backlog or the longest job. The original objective's makespan
 // term, k·max_i r_i, trades only the single longest job against the
 // utility; under the binding FTF bounds and the unweighted utility (which
 // favours the jobs that progress fastest relative to their size), the other
@@ -128,20 +141,34 @@ func (in *instance) tightest(free *model, weights []float64, stats *Stats) (*mod
 func (in *instance) critBounds() {
 	work, top := 0.0, 0.0
 	for c := range in.jobs {
-		work += float64(in.jobs[c].Workers) * in.jobs[c].Remaining
-		top = max(top, in.jobs[c].Remaining)
+		mean, _ := in.jobs[c].critRemaining()
+		work += float64(in.jobs[c].Workers) * mean
+		top = max(top, mean)
 	}
 	in.critAt = max(0, max(work/float64(in.G), top)-float64(in.T)*in.delta)
 	in.crit = true
 }
 
+// critRemaining returns R̄ = min(R̂, cap) and R⁺ = max(R̂, P90)·R̄/R̂ of
+// critBounds: the cap scales the forecast, band included (a zero
+// RemainingHigh or RemainingCap is absent).
+func (j *Job) critRemaining() (mean, high float64) {
+	mean, high = j.Remaining, max(j.Remaining, j.RemainingHigh)
+	if c := j.RemainingCap; c > 0 && c < mean {
+		high *= c / mean
+		mean = c
+	}
+	return mean, high
+}
+
 // critLow is a job's critical bound (0 while the bounds are off).
-func (in *instance) critLow(jm *jobModel) int {
+func (in *instance) critLow(j *Job, jm *jobModel) int {
 	if !in.crit {
 		return 0
 	}
+	_, high := j.critRemaining()
 	for n := 0; n <= jm.hi; n++ {
-		if jm.r[n] <= in.critAt {
+		if max(0, high-j.EpochSeconds*jm.p[n]) <= in.critAt {
 			return n
 		}
 	}

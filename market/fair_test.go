@@ -41,15 +41,26 @@ func remainingAfter(p market.Problem, j market.Job, n int) float64 {
 	return math.Max(0, j.Remaining-j.EpochSeconds*prog)
 }
 
+// critInputs is R̄ = min(R̂, cap) and R⁺ = max(R̂, P90)·R̄/R̂ of the
+// critical bounds (a zero band or cap is absent).
+func critInputs(j market.Job) (mean, high float64) {
+	mean, high = j.Remaining, math.Max(j.Remaining, j.RemainingHigh)
+	if j.RemainingCap > 0 && j.RemainingCap < mean {
+		high, mean = high*j.RemainingCap/mean, j.RemainingCap
+	}
+	return mean, high
+}
+
 // criticalBounds recomputes FairnessTightest's critical bounds: with τ =
-// max(Σ w·R̂/G, max R̂) − T·Δ, the least n with r(n) ≤ τ, or the rounds
-// after which more rounds add nothing when no n does.
+// max(Σ w·R̄/G, max R̄) − T·Δ, the least n with R⁺ − d·p(n) ≤ τ, or the
+// rounds after which more rounds add nothing when no n does.
 func criticalBounds(p market.Problem) []int {
 	T, delta := defaults(p)
 	work, top := 0.0, 0.0
 	for _, j := range p.Jobs {
-		work += float64(j.Workers) * j.Remaining
-		top = math.Max(top, j.Remaining)
+		mean, _ := critInputs(j)
+		work += float64(j.Workers) * mean
+		top = math.Max(top, mean)
 	}
 	tau := math.Max(0, math.Max(work/float64(p.GPUs), top)-float64(T)*delta)
 	out := make([]int, len(p.Jobs))
@@ -62,8 +73,10 @@ func criticalBounds(p market.Problem) []int {
 			}
 		}
 		out[i] = hi
+		_, high := critInputs(j)
 		for n := 0; n <= hi; n++ {
-			if remainingAfter(p, j, n) <= tau {
+			prog := math.Min(delta*float64(n)/j.EpochSeconds, j.Epochs-j.Progress)
+			if math.Max(0, high-j.EpochSeconds*prog) <= tau {
 				out[i] = n
 				break
 			}
@@ -140,6 +153,14 @@ func TestTightest_FindsTheLeastFeasibleBoundOfBruteForce(t *testing.T) {
 	bound, withCrit := 0, 0
 	for trial := 0; trial < 300; trial++ {
 		p := tinyProblem(rng)
+		for i := range p.Jobs { // a forecast band and a pace cap on some jobs
+			if rng.IntN(2) == 0 {
+				p.Jobs[i].RemainingHigh = p.Jobs[i].Remaining * (1 + rng.Float64())
+			}
+			if rng.IntN(3) == 0 {
+				p.Jobs[i].RemainingCap = p.Jobs[i].Remaining * (0.2 + rng.Float64())
+			}
+		}
 		r, err := market.Solve(p, s)
 		if err != nil {
 			t.Fatal(err)

@@ -38,7 +38,7 @@ func newLowerBounds(in *instance, m *model) *lowerBounds {
 func (lb *lowerBounds) start() {
 	for c := range lb.from {
 		lb.from[c] = 0
-		lb.crit[c] = lb.in.critLow(&lb.m.jobs[c])
+		lb.crit[c] = lb.in.critLow(&lb.in.jobs[c], &lb.m.jobs[c])
 	}
 }
 

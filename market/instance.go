@@ -63,6 +63,10 @@ type InstanceJob struct {
 	EpochSeconds float64 `json:"epoch_seconds"`
 	Remaining    float64 `json:"remaining_s"`
 	FairFinish   float64 `json:"fair_finish_s"`
+	// RemainingHigh is Job.RemainingHigh (absent when 0).
+	RemainingHigh float64 `json:"remaining_high_s,omitempty"`
+	// RemainingCap is Job.RemainingCap (absent when 0).
+	RemainingCap float64 `json:"remaining_cap_s,omitempty"`
 }
 
 // NewInstance records problem p solved with settings s.

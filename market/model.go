@@ -93,6 +93,8 @@ func canonicalOrder(jobs []Job) []int {
 			cmp.Compare(x.EpochSeconds, y.EpochSeconds),
 			cmp.Compare(x.Remaining, y.Remaining),
 			cmp.Compare(x.FairFinish, y.FairFinish),
+			cmp.Compare(x.RemainingHigh, y.RemainingHigh),
+			cmp.Compare(x.RemainingCap, y.RemainingCap),
 		)
 	})
 	return perm

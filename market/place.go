@@ -60,14 +60,21 @@ func arrange(in *instance, m *model, n []int, on []bool) []bool {
 	// fair share (π = 1) the one nearest its target goes first. Ties: π,
 	// ρ̃ and n descending, then canonical index (a total order).
 	type ranked struct {
+		later          bool
 		key, prio, rho float64
 		n, c           int
 	}
 	order := make([]ranked, N)
 	for c := range order {
-		order[c] = ranked{in.prio[c] * in.rho[c] / float64(max(n[c], 1)), in.prio[c], in.rho[c], n[c], c}
+		order[c] = ranked{false, in.prio[c] * in.rho[c] / float64(max(n[c], 1)), in.prio[c], in.rho[c], n[c], c}
+		if in.tight {
+			order[c].later, order[c].key = in.tightRank(&m.jobs[c], n[c], in.prio[c]*in.rho[c])
+		}
 	}
 	slices.SortFunc(order, func(x, y ranked) int {
+		if x.later != y.later {
+			return cmp.Compare(btoi(x.later), btoi(y.later))
+		}
 		if d := cmp.Compare(y.key, x.key); d != 0 {
 			return d
 		}
@@ -95,6 +102,32 @@ func arrange(in *instance, m *model, n []int, on []bool) []bool {
 		}
 	}
 	return a.on
+}
+
+// tightRank is a job's rank under FairnessTightest: whether it ranks after
+// the jobs that finish in the window, and its key within its group (see
+// the package doc). Only the current round of a window is ever run; the
+// plan is solved again before the next. A job that finishes within its n
+// rounds was judged by the end of its n-th round (ftfAt), so its rounds are
+// due first, ordered as the relaxation's re-rank orders them (π·ρ̃/n). Any
+// other job meets its bounds wherever its rounds lie; the π/n weight would
+// rank it the later the more rounds it needs, and a job planned for most
+// rounds of every window would then miss the current one every time (the
+// next plan defers it again). Its key is π·ρ̃/(T − lo + 1) instead: the
+// rounds it may still skip in the window under its lower bound lo (FTF and
+// critical), plus one.
+func (in *instance) tightRank(jm *jobModel, n int, prioRho float64) (later bool, key float64) {
+	if jm.r[n] <= 0 {
+		return false, prioRho / float64(max(n, 1))
+	}
+	return true, prioRho / float64(in.T-max(jm.ftfLo, 0)+1)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // orderRounds permutes the rounds (a permutation keeps every round's

@@ -38,6 +38,13 @@ type Job struct {
 	EpochSeconds float64 // d_i > 0, interpolated seconds per epoch (§4.3)
 	Remaining    float64 // R̂_i ≥ 0, forecast remaining seconds (§4.3)
 	FairFinish   float64 // F_i > 0, momentum fair-share finish target in seconds (§4.4)
+	// RemainingHigh (optional, 0 = none) is an upper forecast of Remaining,
+	// the P90 of its band; RemainingCap (optional, 0 = none) is the
+	// remaining time at the pace the job has shown (its service seconds
+	// per epoch done). Only the critical bounds of FairnessTightest read
+	// them (fair.go, critBounds).
+	RemainingHigh float64
+	RemainingCap  float64
 }
 
 // Problem is one solve at round pointer Round.
@@ -85,6 +92,10 @@ func (j *Job) validate(gpus int) error {
 		return fmt.Errorf("epoch seconds = %v, want > 0", j.EpochSeconds)
 	case !finite(j.Remaining) || j.Remaining < 0:
 		return fmt.Errorf("remaining = %v, want ≥ 0", j.Remaining)
+	case !finite(j.RemainingHigh) || j.RemainingHigh < 0:
+		return fmt.Errorf("remaining high = %v, want ≥ 0", j.RemainingHigh)
+	case !finite(j.RemainingCap) || j.RemainingCap < 0:
+		return fmt.Errorf("remaining cap = %v, want ≥ 0", j.RemainingCap)
 	case !finite(j.FairFinish) || j.FairFinish <= 0:
 		return fmt.Errorf("fair finish = %v, want > 0", j.FairFinish)
 	}

@@ -43,7 +43,7 @@ func (in *instance) remember(m *model, weights []float64) {
 func (in *instance) ftfLow(j *Job, jm *jobModel) int {
 	for n := 0; n <= jm.hi; n++ {
 		if in.ftfAt(j, n, jm.r[n]) {
-			return max(n, in.critLow(jm)) // the critical bound, when set (fair.go)
+			return max(n, in.critLow(j, jm)) // the critical bound, when set (fair.go)
 		}
 	}
 	return -1

@@ -216,3 +216,25 @@ func sortedIDs[V any](m map[string]V) []string {
 	sort.Strings(ids)
 	return ids
 }
+
+// paceCap is the remaining time at the pace the coordinator has observed,
+// the market's Job.RemainingCap: the rounds in which the job reported
+// progress (one Measurement each, indexed by the coordinator) bound the
+// seconds it has trained, so the work it has done took at most that long.
+// The work is counted in epochs once one is done, in steps before (a
+// fraction of its total steps). A job that reports a slower throughput
+// than its progress shows cannot claim a critical bound with it (market,
+// critBounds). 0 (no cap) before it has run or reported a step.
+func paceCap(j *Job, e swEstimate, roundSeconds float64) float64 {
+	if j == nil || len(j.Measurements) == 0 {
+		return 0
+	}
+	ran := float64(len(j.Measurements)) * roundSeconds
+	switch {
+	case e.epoch >= 1:
+		return max(float64(e.epochs-e.epoch)*ran/float64(e.epoch), 1)
+	case j.StepsDone > 0 && j.TotalSteps > j.StepsDone:
+		return max(float64(j.TotalSteps-j.StepsDone)*ran/float64(j.StepsDone), 1)
+	}
+	return 0
+}

@@ -175,7 +175,8 @@ type swEstimate struct {
 	epochs, epoch       int
 	epochSeconds        float64
 	remaining, doneSecs float64
-	uninformed          bool // no throughput was known (online mode)
+	remainingHigh       float64 // the P90 of the remaining time, online (0: none)
+	uninformed          bool    // no throughput was known (online mode)
 }
 
 // estimate returns j's inputs to the market in the policy's information
@@ -185,7 +186,7 @@ func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
 		if f, ok := s.onlineForecast(j, m); ok {
 			return swEstimate{
 				epochs: f.Epochs, epoch: min(f.Epoch, f.Epochs), epochSeconds: f.EpochSeconds,
-				remaining: math.Max(f.Remaining.Mean, 1), doneSecs: j.RunTime, uninformed: f.Uninformed,
+				remaining: math.Max(f.Remaining.Mean, 1), remainingHigh: f.Remaining.P90, doneSecs: j.RunTime, uninformed: f.Uninformed,
 			}
 		}
 		return swDefault(j)

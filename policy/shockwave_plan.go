@@ -139,6 +139,7 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 		prob.Jobs[i] = market.Job{
 			ID: id, Workers: m.workers, Epochs: float64(e.epochs), Progress: float64(e.epoch),
 			EpochSeconds: e.epochSeconds, Remaining: e.remaining, FairFinish: m.target(s.round),
+			RemainingHigh: e.remainingHigh, RemainingCap: paceCap(jobs[id], e, snap.RoundSeconds),
 		}
 	}
 	res, err := market.Solve(prob, &s.settings)
