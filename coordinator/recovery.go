@@ -360,7 +360,7 @@ func (s *Service) checkpoint(recovered bool) {
 	}
 	s.snapDue = false
 	start := time.Now()
-	head, tail, marshal, err := s.fold.encodeParts()
+	img, marshal, err := s.fold.lendParts()
 	s.snapAt, s.snapTook = time.Now(), time.Since(start)
 	if err != nil {
 		s.m.snapshotErrors.Inc()
@@ -372,12 +372,20 @@ func (s *Service) checkpoint(recovered bool) {
 	s.fold.lending = done
 	go func() {
 		// The policy's state, the larger part, is saved here while the
-		// loop goes on folding events; its time counts too.
+		// loop goes on folding events, then the state the loop captured
+		// is encoded (snapshot.go, foldImage); their time counts too.
 		start := time.Now()
 		state := marshal()
-		took := time.Since(start)
-		w.parts = [][]byte{head, blobLen(state), state, tail}
 		close(done)
+		head, tail, err := img.encode()
+		took := time.Since(start)
+		if err != nil {
+			s.snapPolicy.Store(int64(took))
+			s.m.snapshotErrors.Inc()
+			s.log.Error().Err(err).Msg("cannot snapshot the state")
+			return
+		}
+		w.parts = [][]byte{head, blobLen(state), state, tail}
 		s.handOver(w, took)
 	}()
 }
