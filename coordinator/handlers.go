@@ -84,10 +84,10 @@ func (s *Service) answerRegister(o *outcome) {
 	if o.reply == "" {
 		return
 	}
-	data, _ := json.Marshal(o.answer)
-	if err := s.nc.Publish(o.reply, data); err != nil {
-		s.log.Warn().Err(err).Str("job", o.job).Msg("cannot answer a registration")
-	}
+	// The publisher sends it: with thousands of jobs registering at once,
+	// publishing from the loop held it 20–150 ms a reply (docs/scale.md).
+	// The same queue as the leases keeps a reply before the job's leases.
+	s.enqueueLeases(leaseBatch{reply: o.reply, answer: o.answer, job: o.job})
 }
 
 // onStatus runs on the NATS handler goroutine and hands the request to the
@@ -146,7 +146,13 @@ func (s *Service) startRound(r record, o *outcome) {
 		return
 	}
 	rd := o.round
-	s.enqueueLeases(leaseBatch{leases: rd.Leases, round: rd, fired: fired, solve: o.solve})
+	times := roundTimes{Fired: fired, Opened: s.roundOpen, Solve: o.solve, PlanAsked: s.planAsked, PlanBack: s.stepStart}
+	if s.roundOpen.IsZero() || s.planAsked.IsZero() { // a round of an older log, or opened before this coordinator led
+		times.Opened, times.PlanAsked = fired, fired
+	}
+	s.roundOpen, s.planAsked = time.Time{}, time.Time{}
+	times.Closed = time.Now()
+	s.enqueueLeases(leaseBatch{leases: rd.Leases, round: rd, times: times})
 
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)
@@ -198,33 +204,63 @@ func (s *Service) publishLeases(leases []protocol.Lease) {
 type leaseBatch struct {
 	leases []protocol.Lease
 	round  *Round
-	fired  time.Time
-	solve  time.Duration
+	times  roundTimes
 	gen    uint64 // the leadership term they were made in (Service.gen)
+	// A registration's reply instead of leases: sent whatever the term (the
+	// registration is in the log, the reply says so).
+	reply  string
+	answer *protocol.RegisterReply
+	job    string
 }
+
+// roundTimes are the steps of a live round from its timer to its last
+// lease flushed (docs/scale.md): the tick record's trip through the log,
+// the policy's solve (off the loop), the loop noticing its end, the plan
+// record's trip through the log, the round's close on the loop (placement,
+// repair, leases: EndTick, and the records held while the round was open),
+// then the publisher sending the leases.
+type roundTimes struct {
+	Fired     time.Time     // the timer fired; the tick record was appended
+	Opened    time.Time     // the tick record came back: the round opened and its solve started
+	Solve     time.Duration // the policy's Admit calls and Allocate
+	PlanAsked time.Time     // the loop saw the solve end and appended the plan record
+	PlanBack  time.Time     // the plan record came back
+	Closed    time.Time     // the round was closed and its leases queued
+	Published time.Time     // the last lease was flushed to the server
+}
+
+// Total is the round's tick → last lease.
+func (t roundTimes) Total() time.Duration { return t.Published.Sub(t.Fired) }
 
 func (s *Service) enqueueLeases(b leaseBatch) {
 	b.gen = s.gen.Load()
 	s.leaseq <- b
 }
 
-// publishing sends the leases the loop hands over, in order, so that a
-// slow connection to the server (an in-process pipe when the server is
-// embedded) holds this goroutine and not the loop. Leases of a term that
-// ended (the coordinator was deposed) are dropped.
+// publishing sends the leases and registration replies the loop hands
+// over, in order, so that a slow connection to the server (an in-process
+// pipe when the server is embedded) holds this goroutine and not the loop.
+// Leases of a term that ended (the coordinator was deposed) are dropped.
 func (s *Service) publishing(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case b := <-s.leaseq:
+			if b.reply != "" {
+				data, _ := json.Marshal(b.answer)
+				if err := s.pub.Publish(b.reply, data); err != nil {
+					s.log.Warn().Err(err).Str("job", b.job).Msg("cannot answer a registration")
+				}
+				continue
+			}
 			if b.gen != s.gen.Load() {
 				continue
 			}
 			for i := range b.leases {
 				l := &b.leases[i]
 				data, _ := json.Marshal(l)
-				if err := s.nc.Publish(s.subj.Lease(l.Job), data); err != nil {
+				if err := s.pub.Publish(s.subj.Lease(l.Job), data); err != nil {
 					s.log.Warn().Err(err).Str("job", l.Job).Msg("cannot publish a lease")
 					continue
 				}
@@ -237,19 +273,40 @@ func (s *Service) publishing(ctx context.Context) {
 	}
 }
 
+// openPublisher opens the connection the publisher sends on: a second one
+// with the service's connection's options (same server, same rights), so
+// that the flush ending a round's leases waits for the server to take
+// them, not behind the log records the server is delivering to the
+// consumer on the first (docs/scale.md). Without it the first serves.
+func (s *Service) openPublisher() (pub *nats.Conn, closePub func()) {
+	o := s.nc.Opts
+	o.Name += " (leases)"
+	pc, err := o.Connect()
+	if err != nil {
+		s.log.Warn().Err(err).Msg("cannot open a second connection for leases; publishing them on the first")
+		return s.nc, func() {}
+	}
+	return pc, func() {
+		_ = pc.FlushTimeout(time.Second)
+		pc.Close()
+	}
+}
+
 // roundPublished flushes a round's leases and measures the time from its
 // tick to the last lease delivered to the server.
 func (s *Service) roundPublished(b leaseBatch) {
-	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+	if err := s.pub.FlushTimeout(5 * time.Second); err != nil {
 		s.log.Warn().Err(err).Msg("flushing leases")
 	}
-	rd, published := b.round, time.Since(b.fired)
+	t := b.times
+	t.Published = time.Now()
+	rd, published := b.round, t.Total()
 	s.m.tickToLease.Observe(published.Seconds())
 	if s.cfg.onRound != nil {
-		s.cfg.onRound(rd, published)
+		s.cfg.onRound(rd, t)
 	}
 	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", b.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
+		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", t.Solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
 }
 
 // writeSnapshots stores the snapshots the loop hands over, newest first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,17 +86,30 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		}
 		mu.Unlock()
 	}
-	cfg.onRound = func(r *Round, d time.Duration) {
+	var phases []roundTimes
+	steps := map[string][]time.Duration{}
+	cfg.onStep = func(kind string, d time.Duration) {
+		mu.Lock()
+		if measuring {
+			steps[kind] = append(steps[kind], d)
+		}
+		mu.Unlock()
+	}
+	cfg.onRound = func(r *Round, times roundTimes) {
+		d := times.Total()
 		mu.Lock()
 		phase := "warm-up"
 		if r.Active > 0 {
 			all = append(all, d)
+			phases = append(phases, times)
 		}
 		if measuring {
 			ticks, phase = append(ticks, d), "measured"
 		}
 		mu.Unlock()
-		t.Logf("round %d (%s): %d active, %d leases, solved %v, tick to last lease %v", r.Index, phase, r.Active, len(r.Leases), r.Plan.Solved, d)
+		t.Logf("round %d (%s): %d active, %d leases, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
+			r.Index, phase, r.Active, len(r.Leases), r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
+			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed))
 	}
 	svc, err := NewService(nc, cfg)
 	if err != nil {
@@ -147,6 +161,10 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	t.Logf("  of which stored in the log to state: p50 %v, p99 %v, max %v", pct(st, 50), pct(st, 99), st[len(st)-1])
 	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
 	t.Logf("round tick to last lease (every round with active jobs, the first included): p50 %v, p99 %v, max %v over %d rounds", pct(al, 50), pct(al, 99), al[len(al)-1], len(al))
+	mu.Lock()
+	logRoundPhases(t, slices.Clone(phases))
+	logLoopSteps(t, maps.Clone(steps))
+	mu.Unlock()
 	for _, c := range children {
 		_ = c.Process.Kill()
 	}
@@ -169,6 +187,48 @@ func replayLog(t *testing.T, nc *nats.Conn, gpus int, records uint64) {
 	eventually(t, 10*time.Minute, "the replay", func() bool { return svc.Health().OK })
 	took := time.Since(start)
 	t.Logf("restart: replayed %d log records in %v (%.0f records/s)", records, took.Round(time.Millisecond), float64(records)/took.Seconds())
+}
+
+// logRoundPhases reports how tick → last lease splits (roundTimes) over
+// the rounds with active jobs, the first included.
+func logRoundPhases(t *testing.T, rounds []roundTimes) {
+	parts := []struct {
+		name string
+		of   func(r roundTimes) time.Duration
+	}{
+		{"tick record's trip through the log", func(r roundTimes) time.Duration { return r.Opened.Sub(r.Fired) }},
+		{"solve (the policy's Admit and Allocate)", func(r roundTimes) time.Duration { return r.Solve }},
+		{"solve's end to the plan record appended", func(r roundTimes) time.Duration { return r.PlanAsked.Sub(r.Opened) - r.Solve }},
+		{"plan record's trip through the log", func(r roundTimes) time.Duration { return r.PlanBack.Sub(r.PlanAsked) }},
+		{"close on the loop (placement, leases, held records)", func(r roundTimes) time.Duration { return r.Closed.Sub(r.PlanBack) }},
+		{"publishing the leases and the flush", func(r roundTimes) time.Duration { return r.Published.Sub(r.Closed) }},
+	}
+	for _, p := range parts {
+		ds := make([]time.Duration, len(rounds))
+		for i, r := range rounds {
+			ds[i] = p.of(r)
+		}
+		slices.Sort(ds)
+		t.Logf("  %s: p50 %v, p99 %v, max %v", p.name, pct(ds, 50), pct(ds, 99), ds[len(ds)-1])
+	}
+}
+
+// logLoopSteps reports how long the loop's steps held it, by kind, over
+// the measured window.
+func logLoopSteps(t *testing.T, steps map[string][]time.Duration) {
+	for _, k := range slices.Sorted(maps.Keys(steps)) {
+		ds := steps[k]
+		slices.Sort(ds)
+		var sum time.Duration
+		over := 0
+		for _, d := range ds {
+			sum += d
+			if d > 10*time.Millisecond {
+				over++
+			}
+		}
+		t.Logf("loop step %s: %d, total %v, p50 %v, p99 %v, max %v, %d over 10 ms", k, len(ds), sum.Round(time.Millisecond), pct(ds, 50), pct(ds, 99), ds[len(ds)-1], over)
+	}
 }
 
 // pct is the nearest-rank percentile p of sorted s.

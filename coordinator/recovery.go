@@ -362,6 +362,7 @@ func (s *Service) checkpoint(recovered bool) {
 	start := time.Now()
 	img, marshal, err := s.fold.lendParts()
 	s.snapAt, s.snapTook = time.Now(), time.Since(start)
+	s.observeStep("snapshot_capture", s.snapTook)
 	if err != nil {
 		s.m.snapshotErrors.Inc()
 		s.log.Error().Err(err).Msg("cannot snapshot the state")
