@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -42,7 +43,8 @@ import (
 //	SHOCKWAVE_LOAD=10k go test ./coordinator -run TestLoad -v -timeout 30m
 //
 // Every phase is bounded: registration by 2 minutes plus 20 ms a job, the
-// measurement by _SECONDS, the replay by 10 minutes.
+// measurement by _SECONDS, the replay by 10 minutes. SHOCKWAVE_LOAD_NATS=process
+// runs the NATS server in a process of its own (loadNATS).
 
 const hdrSent = "Shockwave-Sent"
 
@@ -60,16 +62,8 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	jobs, gpus := loadShape()
 	round, window := envInt("SHOCKWAVE_LOAD_ROUND", 5), envInt("SHOCKWAVE_LOAD_SECONDS", 60)
 	procs := envInt("SHOCKWAVE_LOAD_PROCS", (jobs+loadJobsPerProc-1)/loadJobsPerProc)
-	emb, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv := startLoadNATS(t)
+	nc := srv.nc
 	var mu sync.Mutex
 	var lat, stored, ticks, all []time.Duration
 	measuring := false
@@ -121,7 +115,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	go func() { stopped <- svc.Run(ctx) }()
 	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
 
-	children := startLoadChildren(t, emb.ClientURL(), jobs, procs)
+	children := startLoadChildren(t, srv.url, jobs, procs)
 	defer func() {
 		for _, c := range children {
 			_ = c.Process.Kill()
@@ -133,7 +127,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		return len(status(t, nc, subj).Jobs) == jobs
 	})
 	time.Sleep(time.Duration(2*round) * time.Second) // warm up: admission, first solves
-	before := cpuTime(t)
+	before, srvBefore := cpuTime(t), srv.cpu(t)
 	mu.Lock()
 	measuring = true
 	mu.Unlock()
@@ -144,6 +138,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	mu.Lock()
 	measuring = false
 	cpu, wall := cpuTime(t)-before, time.Since(start)
+	srvCPU := srv.cpu(t) - srvBefore
 	l, st, tk, al := slices.Clone(lat), slices.Clone(stored), slices.Clone(ticks), slices.Clone(all)
 	mu.Unlock()
 	slices.Sort(st)
@@ -157,6 +152,10 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
 	rss, peak := memory(t)
 	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
+	if srv.pid != 0 {
+		srss, speak := procMemory(t, srv.pid)
+		t.Logf("NATS server (its own process): CPU %.1f%% of one core, RSS %d MiB, peak %d MiB", 100*srvCPU.Seconds()/wall.Seconds(), srss>>20, speak>>20)
+	}
 	t.Logf("event to state: p50 %v, p99 %v, max %v", pct(l, 50), pct(l, 99), l[len(l)-1])
 	t.Logf("  of which stored in the log to state: p50 %v, p99 %v, max %v", pct(st, 50), pct(st, 99), st[len(st)-1])
 	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
@@ -171,6 +170,120 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	cancel()
 	<-stopped
 	replayLog(t, nc, gpus, svc.Health().LogSeq)
+}
+
+// loadNATS is the load test's NATS server: embedded in this process, as
+// `shockwave coordinator` runs it by default, or with
+// SHOCKWAVE_LOAD_NATS=process in a child process of its own, as in a
+// deployment with a separate NATS server (--nats); this process's CPU and
+// memory are then the coordinator's alone, and the server's are reported
+// apart.
+type loadNATS struct {
+	url string
+	nc  *nats.Conn // the coordinator's connection, with its rights
+	pid int        // the server's process, 0 when embedded
+}
+
+func startLoadNATS(t *testing.T) *loadNATS {
+	dir := t.TempDir()
+	if os.Getenv("SHOCKWAVE_LOAD_NATS") != "process" {
+		emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(emb.Shutdown)
+		nc, err := emb.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return &loadNATS{url: emb.ClientURL(), nc: nc}
+	}
+	c := exec.Command(os.Args[0], "-test.run=^TestLoad_ServerChild$", "-test.timeout=0")
+	c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_SERVER="+dir)
+	c.Stdout, c.Stderr = os.Stderr, os.Stderr
+	holdStdin(t, c)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	})
+	var url []byte
+	eventually(t, 30*time.Second, "the NATS server's process serves", func() bool {
+		var err error
+		url, err = os.ReadFile(filepath.Join(dir, "url"))
+		return err == nil
+	})
+	secret, err := os.ReadFile(filepath.Join(dir, "auth", coordinatorSecretFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(string(url), nats.Token(strings.TrimSpace(string(secret))), nats.Name("shockwave-coordinator"), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return &loadNATS{url: string(url), nc: nc, pid: c.Process.Pid}
+}
+
+// cpu is the server's process's CPU time (0 when it is embedded: this
+// process's time includes it).
+func (s *loadNATS) cpu(t *testing.T) time.Duration {
+	if s.pid == 0 {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64) // utime and stime are fields 14 and 15 of stat
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// procMemory is a process's resident set now and at its peak, in bytes.
+func procMemory(t *testing.T, pid int) (rss, peak int64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
+			rss = kb << 10
+		}
+		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+// TestLoad_ServerChild is the NATS server's process of the load test
+// (SHOCKWAVE_LOAD_NATS=process): the embedded server as the coordinator
+// configures it, alone; it writes its URL into the data directory.
+func TestLoad_ServerChild(t *testing.T) {
+	dir := os.Getenv("SHOCKWAVE_LOAD_SERVER")
+	if dir == "" {
+		t.Skip("started by TestLoad_ManyJobsOneEventPerSecond")
+	}
+	exitWithParent()
+	emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	tmp := filepath.Join(dir, "url.tmp")
+	if err := os.WriteFile(tmp, []byte(emb.ClientURL()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "url")); err != nil {
+		t.Fatal(err)
+	}
+	select {} // until this process's parent goes away (exitWithParent)
 }
 
 // replayLog measures how long a restarted coordinator takes to replay the
