@@ -82,10 +82,14 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	var phases []roundTimes
 	steps := map[string][]time.Duration{}
+	registering := true
 	cfg.onStep = func(kind string, d time.Duration) {
 		mu.Lock()
-		if measuring {
+		switch {
+		case measuring:
 			steps[kind] = append(steps[kind], d)
+		case registering && (kind == kindRegister || kind == kindEvents):
+			steps["registration phase: "+kind] = append(steps["registration phase: "+kind], d)
 		}
 		mu.Unlock()
 	}
@@ -126,6 +130,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	eventually(t, 120*time.Second+time.Duration(jobs)*20*time.Millisecond, "every job is registered", func() bool {
 		return len(status(t, nc, subj).Jobs) == jobs
 	})
+	mu.Lock()
+	registering = false
+	mu.Unlock()
 	time.Sleep(time.Duration(2*round) * time.Second) // warm up: admission, first solves
 	before, srvBefore := cpuTime(t), srv.cpu(t)
 	mu.Lock()
