@@ -226,6 +226,7 @@ type roundTimes struct {
 	PlanAsked time.Time     // the loop saw the solve end and appended the plan record
 	PlanBack  time.Time     // the plan record came back
 	Closed    time.Time     // the round was closed and its leases queued
+	Sent      time.Time     // the publisher handed the last lease to the connection
 	Published time.Time     // the last lease was flushed to the server
 }
 
@@ -267,6 +268,7 @@ func (s *Service) publishing(ctx context.Context) {
 				s.m.observeLease(l)
 			}
 			if b.round != nil {
+				b.times.Sent = time.Now()
 				s.roundPublished(b)
 			}
 		}

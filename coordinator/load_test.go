@@ -322,6 +322,7 @@ func logRoundPhases(t *testing.T, rounds []roundTimes) {
 		{"plan record's trip through the log", func(r roundTimes) time.Duration { return r.PlanBack.Sub(r.PlanAsked) }},
 		{"close on the loop (placement, leases, held records)", func(r roundTimes) time.Duration { return r.Closed.Sub(r.PlanBack) }},
 		{"publishing the leases and the flush", func(r roundTimes) time.Duration { return r.Published.Sub(r.Closed) }},
+		{"  of which the flush", func(r roundTimes) time.Duration { return r.Published.Sub(r.Sent) }},
 	}
 	for _, p := range parts {
 		ds := make([]time.Duration, len(rounds))
