@@ -63,6 +63,9 @@ type ServiceConfig struct {
 	// SnapshotShare bounds the share of the loop's time spent encoding
 	// snapshots (default DefaultSnapshotShare); events wait meanwhile.
 	SnapshotShare float64
+	// LeaseConns is how many connections the publisher sends leases and
+	// registration replies on (default DefaultLeaseConns; publish.go).
+	LeaseConns int
 	// Recover starts from the newest good snapshot when the log or the
 	// snapshots are damaged, discarding what was lost and saying so,
 	// instead of refusing to serve (the --recover-from-snapshot flag).
@@ -112,6 +115,12 @@ func (c *ServiceConfig) validate() error {
 	if c.SnapshotRounds == 0 {
 		c.SnapshotRounds = DefaultSnapshotRounds
 	}
+	if c.LeaseConns == 0 {
+		c.LeaseConns = DefaultLeaseConns
+	}
+	if c.LeaseConns < 0 || c.LeaseConns > 64 {
+		return fmt.Errorf("coordinator: %d lease connections, want 1 to 64", c.LeaseConns)
+	}
 	if c.SnapshotShare == 0 {
 		c.SnapshotShare = DefaultSnapshotShare
 	}
@@ -159,7 +168,6 @@ func (c *ServiceConfig) validate() error {
 type Service struct {
 	cfg  ServiceConfig
 	nc   *nats.Conn
-	pub  *nats.Conn // leases and registration replies (openPublisher)
 	js   jetstream.JetStream
 	subj protocol.Subjects
 	log  zerolog.Logger
@@ -323,14 +331,13 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: log consumer: %w", err)
 	}
 	defer cc.Stop()
-	pub, closePub := s.openPublisher()
-	defer closePub()
-	s.pub = pub
+	shards, closeShards := s.openShards(s.cfg.LeaseConns)
+	defer closeShards()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.writeSnapshots(ctx, st) })
 	wg.Go(func() { s.writeStates(ctx, st, snaps) })
 	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
-	wg.Go(func() { s.publishing(ctx) })
+	wg.Go(func() { s.publishing(ctx, shards) })
 	err = s.loop(ctx)
 	if err != nil {
 		msg := err.Error()
