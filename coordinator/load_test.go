@@ -417,7 +417,7 @@ func memory(t *testing.T) (rss, peak int64) {
 }
 
 // cpuTime is the user+system CPU time of this process.
-func cpuTime(t *testing.T) time.Duration {
+func cpuTime(t testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		t.Fatal(err)

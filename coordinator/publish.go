@@ -47,8 +47,9 @@ type leaseBatch struct {
 	reply  string
 	answer *protocol.RegisterReply
 	job    string
-	// done is called once a shard sent its part of a round and flushed.
-	done func()
+	// done is called once a shard sent its part of a round (at sent) and
+	// flushed.
+	done func(sent time.Time)
 }
 
 // roundTimes are the steps of a live round from its timer to its last
@@ -64,7 +65,7 @@ type roundTimes struct {
 	PlanAsked time.Time     // the loop saw the solve end and appended the plan record
 	PlanBack  time.Time     // the plan record came back
 	Closed    time.Time     // the round was closed and its leases queued
-	Sent      time.Time     // the publisher handed the round's last lease to a connection
+	Sent      time.Time     // the last shard handed its last lease to its connection (its flush follows)
 	Published time.Time     // the last lease was flushed to the server
 }
 
@@ -137,7 +138,7 @@ func (s *Service) publishing(ctx context.Context, shards []*shard) {
 				i := shardOf(l.Job, len(shards))
 				parts[i] = append(parts[i], l)
 			}
-			var done func()
+			var done func(time.Time)
 			if b.round != nil {
 				done = s.roundDone(b, len(shards))
 			}
@@ -195,10 +196,11 @@ func (s *Service) sendShard(ctx context.Context, sh *shard) {
 				}
 			}
 			if b.done != nil {
+				sent := time.Now()
 				if err := sh.nc.FlushTimeout(5 * time.Second); err != nil {
 					s.log.Warn().Err(err).Msg("flushing leases")
 				}
-				b.done()
+				b.done(sent)
 			}
 		}
 	}
@@ -206,15 +208,14 @@ func (s *Service) sendShard(ctx context.Context, sh *shard) {
 
 // roundDone returns what each of n shards calls when it sent and flushed
 // its part of round b; the last call measures the round.
-func (s *Service) roundDone(b leaseBatch, n int) func() {
+func (s *Service) roundDone(b leaseBatch, n int) func(time.Time) {
 	var mu sync.Mutex
 	left := n
-	return func() {
-		now := time.Now()
+	return func(sent time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
-		if b.times.Sent.IsZero() || now.After(b.times.Sent) {
-			b.times.Sent = now
+		if sent.After(b.times.Sent) {
+			b.times.Sent = sent
 		}
 		if left--; left == 0 && b.gen == s.gen.Load() { // a deposed leader's round was not sent
 			s.roundPublished(b)
