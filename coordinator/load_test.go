@@ -119,11 +119,10 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	go func() { stopped <- svc.Run(ctx) }()
 	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
 
-	children := startLoadChildren(t, srv.url, jobs, procs)
+	children, exited := startLoadChildren(t, srv.url, jobs, procs)
 	defer func() {
 		for _, c := range children {
 			_ = c.Process.Kill()
-			_ = c.Wait()
 		}
 	}()
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
@@ -135,7 +134,11 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until every job is registered")
 		}
-		time.Sleep(time.Second)
+		select {
+		case err := <-exited:
+			t.Fatalf("a job process exited while the jobs registered: %v", err)
+		case <-time.After(time.Second):
+		}
 	}
 	mu.Lock()
 	registering = false
@@ -186,7 +189,12 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		_ = c.Process.Kill()
 	}
 	cancel()
-	<-stopped
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Minute):
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		t.Fatal("the service did not stop within 2 minutes of its context's end (goroutines above)")
+	}
 	replayLog(t, nc, gpus, svc.Health().LogSeq)
 }
 
@@ -390,10 +398,12 @@ func loadShape() (jobs, gpus int) {
 }
 
 // startLoadChildren starts procs child processes that run jobs jobs
-// between them, each its contiguous share of the ids.
-func startLoadChildren(t *testing.T, url string, jobs, procs int) []*exec.Cmd {
+// between them, each its contiguous share of the ids; the channel says why
+// each ended, once it did (they are killed at the end).
+func startLoadChildren(t *testing.T, url string, jobs, procs int) (children []*exec.Cmd, exited <-chan error) {
 	procs = max(1, min(procs, jobs))
 	var out []*exec.Cmd
+	ended := make(chan error, procs)
 	for p := range procs {
 		lo, hi := p*jobs/procs, (p+1)*jobs/procs
 		c := exec.Command(os.Args[0], "-test.run=^TestLoad_JobsChild$", "-test.timeout=0")
@@ -404,9 +414,10 @@ func startLoadChildren(t *testing.T, url string, jobs, procs int) []*exec.Cmd {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
+		go func() { ended <- fmt.Errorf("job process %d: %v", c.Process.Pid, c.Wait()) }()
 		out = append(out, c)
 	}
-	return out
+	return out, ended
 }
 
 // memory is this process's resident set now and at its peak, in bytes.
