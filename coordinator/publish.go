@@ -118,35 +118,39 @@ func (s *Service) publishing(ctx context.Context, shards []*shard) {
 		wg.Go(func() { s.sendShard(ctx, sh) })
 	}
 	defer wg.Wait()
-	parts := make([][]protocol.Lease, len(shards))
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case b := <-s.leaseq:
-			if b.reply != "" {
-				s.toShard(ctx, shards[shardOf(b.job, len(shards))], b)
-				continue
-			}
-			if b.gen != s.gen.Load() {
-				continue
-			}
-			for i := range parts {
-				parts[i] = nil
-			}
-			for _, l := range b.leases {
-				i := shardOf(l.Job, len(shards))
-				parts[i] = append(parts[i], l)
-			}
-			var done func(time.Time)
-			if b.round != nil {
-				done = s.roundDone(b, len(shards))
-			}
-			for i, sh := range shards {
-				if len(parts[i]) > 0 || done != nil {
-					s.toShard(ctx, sh, leaseBatch{leases: parts[i], round: b.round, gen: b.gen, done: done})
-				}
-			}
+			s.dispatch(ctx, b, shards)
+		}
+	}
+}
+
+// dispatch hands one queued batch to the shards: a reply to its job's, a
+// batch of leases split by job, a round's part to every shard (each
+// flushes and reports, the last measures the round).
+func (s *Service) dispatch(ctx context.Context, b leaseBatch, shards []*shard) {
+	if b.reply != "" {
+		s.toShard(ctx, shards[shardOf(b.job, len(shards))], b)
+		return
+	}
+	if b.gen != s.gen.Load() {
+		return
+	}
+	parts := make([][]protocol.Lease, len(shards))
+	for _, l := range b.leases {
+		i := shardOf(l.Job, len(shards))
+		parts[i] = append(parts[i], l)
+	}
+	var done func(time.Time)
+	if b.round != nil {
+		done = s.roundDone(b, len(shards))
+	}
+	for i, sh := range shards {
+		if len(parts[i]) > 0 || done != nil {
+			s.toShard(ctx, sh, leaseBatch{leases: parts[i], round: b.round, gen: b.gen, done: done})
 		}
 	}
 }
