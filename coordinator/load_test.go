@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -44,7 +45,8 @@ import (
 //
 // Every phase is bounded: registration by 2 minutes plus 20 ms a job, the
 // measurement by _SECONDS, the replay by 10 minutes. SHOCKWAVE_LOAD_NATS=process
-// runs the NATS server in a process of its own (loadNATS).
+// runs the NATS server in a process of its own (loadNATS);
+// SHOCKWAVE_LOAD_MEMLIMIT=MiB sets the coordinator's Go memory limit.
 
 const hdrSent = "Shockwave-Sent"
 
@@ -62,6 +64,12 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	jobs, gpus := loadShape()
 	round, window := envInt("SHOCKWAVE_LOAD_ROUND", 5), envInt("SHOCKWAVE_LOAD_SECONDS", 60)
 	procs := envInt("SHOCKWAVE_LOAD_PROCS", (jobs+loadJobsPerProc-1)/loadJobsPerProc)
+	if mib := envInt("SHOCKWAVE_LOAD_MEMLIMIT", 0); mib > 0 {
+		// The coordinator's process only, as GOMEMLIMIT would set it for
+		// `shockwave coordinator` (its children keep the default).
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(mib) << 20))
+		t.Logf("Go memory limit of the coordinator's process: %d MiB", mib)
+	}
 	srv := startLoadNATS(t)
 	nc := srv.nc
 	var mu sync.Mutex
