@@ -101,6 +101,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		}
 		mu.Unlock()
 	}
+	cfg.onStore = func(step string, d time.Duration) {
+		t.Logf("state snapshot: %s took %v (at %s)", step, d, time.Now().Format("15:04:05.000"))
+	}
 	cfg.onRound = func(r *Round, times roundTimes) {
 		d := times.Total()
 		mu.Lock()
@@ -113,8 +116,8 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 			ticks, phase = append(ticks, d), "measured"
 		}
 		mu.Unlock()
-		t.Logf("round %d (%s): %d active, %d leases, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
-			r.Index, phase, r.Active, len(r.Leases), r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
+		t.Logf("round %d (%s, fired %s): %d active, %d leases, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
+			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
 			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed))
 	}
 	svc, err := NewService(nc, cfg)

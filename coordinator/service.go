@@ -91,6 +91,7 @@ type ServiceConfig struct {
 	onApply func(record, *outcome)
 	onRound func(*Round, roundTimes)
 	onStep  func(kind string, d time.Duration)
+	onStore func(step string, d time.Duration) // storing a state snapshot: put, verify, purge
 }
 
 func (c *ServiceConfig) validate() error {
