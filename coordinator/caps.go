@@ -2,9 +2,9 @@ package coordinator
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,15 +159,14 @@ func countEvents(data []byte) int {
 // appendFences writes the fold's state that is not Core's: the log's leader
 // epoch and the event budgets, by job id (a snapshot restores them, so a
 // replay after it rejects exactly what the live fold rejected).
-func (f *fold) appendFences(e *wire.Encoder) {
-	e.U64(f.epoch)
-	jobs := slices.Sorted(maps.Keys(f.budgets))
-	e.Len(len(jobs))
-	for _, j := range jobs {
-		b := f.budgets[j]
-		e.Str(j)
-		e.F64(b.tokens)
-		e.F64(b.at)
+func (img *foldImage) appendFences(e *wire.Encoder) {
+	e.U64(img.epoch)
+	slices.SortFunc(img.budgets, func(a, b budgetImage) int { return strings.Compare(a.job, b.job) })
+	e.Len(len(img.budgets))
+	for _, b := range img.budgets {
+		e.Str(b.job)
+		e.F64(b.b.tokens)
+		e.F64(b.b.at)
 	}
 }
 

@@ -280,8 +280,17 @@ func (c *Core) end(j *job, s JobState, reason string) {
 	} else {
 		c.remove(j.view.ID)
 	}
-	j.view.Measurements = nil // read by nobody once the job ended: snapshots stay bounded by the live jobs
+	j.forget()
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
+}
+
+// forget drops what no one reads once a job ended — its measurements and
+// its declared schedule (an ended job cannot register again, its status
+// row shows neither) — so that the state and its snapshots stay bounded by
+// the live jobs: a completed job keeps a few hundred bytes, not the
+// per-epoch arrays of its schedule. The policy had its view before.
+func (j *job) forget() {
+	j.view.Measurements, j.view.PlannedBatchSizes, j.view.PlannedEpochSeconds = nil, nil, nil
 }
 
 // lease is a lease issued now, outside a round boundary's placement: it

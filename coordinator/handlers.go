@@ -84,10 +84,10 @@ func (s *Service) answerRegister(o *outcome) {
 	if o.reply == "" {
 		return
 	}
-	data, _ := json.Marshal(o.answer)
-	if err := s.nc.Publish(o.reply, data); err != nil {
-		s.log.Warn().Err(err).Str("job", o.job).Msg("cannot answer a registration")
-	}
+	// The publisher sends it: with thousands of jobs registering at once,
+	// publishing from the loop held it 20–150 ms a reply (docs/scale.md).
+	// The same queue as the leases keeps a reply before the job's leases.
+	s.enqueueLeases(leaseBatch{reply: o.reply, answer: o.answer, job: o.job})
 }
 
 // onStatus runs on the NATS handler goroutine and hands the request to the
@@ -146,7 +146,13 @@ func (s *Service) startRound(r record, o *outcome) {
 		return
 	}
 	rd := o.round
-	s.enqueueLeases(leaseBatch{leases: rd.Leases, round: rd, fired: fired, solve: o.solve})
+	times := roundTimes{Fired: fired, Opened: s.roundOpen, Solve: o.solve, PlanAsked: s.planAsked, PlanBack: s.stepStart}
+	if s.roundOpen.IsZero() || s.planAsked.IsZero() { // a round of an older log, or opened before this coordinator led
+		times.Opened, times.PlanAsked = fired, fired
+	}
+	s.roundOpen, s.planAsked = time.Time{}, time.Time{}
+	times.Closed = time.Now()
+	s.enqueueLeases(leaseBatch{leases: rd.Leases, round: rd, times: times})
 
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)
@@ -183,73 +189,6 @@ type roundSummary struct {
 	jobs  []JobStatus
 	plan  *policy.Plan
 	snap  *Snapshot
-}
-
-// publishLeases hands leases to the publisher, which sends each on its
-// job's lease subject, in the order they were handed over.
-func (s *Service) publishLeases(leases []protocol.Lease) {
-	if len(leases) > 0 {
-		s.enqueueLeases(leaseBatch{leases: leases})
-	}
-}
-
-// leaseBatch is leases to publish: a round's (round set; flushed, and the
-// tick to last lease measured) or those an event or a start produced.
-type leaseBatch struct {
-	leases []protocol.Lease
-	round  *Round
-	fired  time.Time
-	solve  time.Duration
-	gen    uint64 // the leadership term they were made in (Service.gen)
-}
-
-func (s *Service) enqueueLeases(b leaseBatch) {
-	b.gen = s.gen.Load()
-	s.leaseq <- b
-}
-
-// publishing sends the leases the loop hands over, in order, so that a
-// slow connection to the server (an in-process pipe when the server is
-// embedded) holds this goroutine and not the loop. Leases of a term that
-// ended (the coordinator was deposed) are dropped.
-func (s *Service) publishing(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case b := <-s.leaseq:
-			if b.gen != s.gen.Load() {
-				continue
-			}
-			for i := range b.leases {
-				l := &b.leases[i]
-				data, _ := json.Marshal(l)
-				if err := s.nc.Publish(s.subj.Lease(l.Job), data); err != nil {
-					s.log.Warn().Err(err).Str("job", l.Job).Msg("cannot publish a lease")
-					continue
-				}
-				s.m.observeLease(l)
-			}
-			if b.round != nil {
-				s.roundPublished(b)
-			}
-		}
-	}
-}
-
-// roundPublished flushes a round's leases and measures the time from its
-// tick to the last lease delivered to the server.
-func (s *Service) roundPublished(b leaseBatch) {
-	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
-		s.log.Warn().Err(err).Msg("flushing leases")
-	}
-	rd, published := b.round, time.Since(b.fired)
-	s.m.tickToLease.Observe(published.Seconds())
-	if s.cfg.onRound != nil {
-		s.cfg.onRound(rd, published)
-	}
-	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", b.solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
 }
 
 // writeSnapshots stores the snapshots the loop hands over, newest first.

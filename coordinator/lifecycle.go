@@ -147,7 +147,7 @@ func (c *Core) drop(j *job, s JobState, reason string) {
 		c.pending = slices.Delete(c.pending, i, i+1)
 	}
 	j.state, j.readmit, j.reason = s, false, reason
-	j.view.Measurements = nil
+	j.forget()
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
 }
 

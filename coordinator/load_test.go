@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -41,7 +44,9 @@ import (
 //	SHOCKWAVE_LOAD=10k go test ./coordinator -run TestLoad -v -timeout 30m
 //
 // Every phase is bounded: registration by 2 minutes plus 20 ms a job, the
-// measurement by _SECONDS, the replay by 10 minutes.
+// measurement by _SECONDS, the replay by 10 minutes. SHOCKWAVE_LOAD_NATS=process
+// runs the NATS server in a process of its own (loadNATS);
+// SHOCKWAVE_LOAD_MEMLIMIT=MiB sets the coordinator's Go memory limit.
 
 const hdrSent = "Shockwave-Sent"
 
@@ -59,16 +64,14 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	jobs, gpus := loadShape()
 	round, window := envInt("SHOCKWAVE_LOAD_ROUND", 5), envInt("SHOCKWAVE_LOAD_SECONDS", 60)
 	procs := envInt("SHOCKWAVE_LOAD_PROCS", (jobs+loadJobsPerProc-1)/loadJobsPerProc)
-	emb, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
+	if mib := envInt("SHOCKWAVE_LOAD_MEMLIMIT", 0); mib > 0 {
+		// The coordinator's process only, as GOMEMLIMIT would set it for
+		// `shockwave coordinator` (its children keep the default).
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(mib) << 20))
+		t.Logf("Go memory limit of the coordinator's process: %d MiB", mib)
 	}
-	defer emb.Shutdown()
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv := startLoadNATS(t)
+	nc := srv.nc
 	var mu sync.Mutex
 	var lat, stored, ticks, all []time.Duration
 	measuring := false
@@ -85,17 +88,37 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		}
 		mu.Unlock()
 	}
-	cfg.onRound = func(r *Round, d time.Duration) {
+	var phases []roundTimes
+	steps := map[string][]time.Duration{}
+	registering := true
+	cfg.onStep = func(kind string, d time.Duration) {
+		mu.Lock()
+		switch {
+		case measuring:
+			steps[kind] = append(steps[kind], d)
+		case registering && (kind == kindRegister || kind == kindEvents):
+			steps["registration phase: "+kind] = append(steps["registration phase: "+kind], d)
+		}
+		mu.Unlock()
+	}
+	cfg.onStore = func(step string, d time.Duration) {
+		t.Logf("state snapshot: %s took %v (at %s)", step, d, time.Now().Format("15:04:05.000"))
+	}
+	cfg.onRound = func(r *Round, times roundTimes) {
+		d := times.Total()
 		mu.Lock()
 		phase := "warm-up"
 		if r.Active > 0 {
 			all = append(all, d)
+			phases = append(phases, times)
 		}
 		if measuring {
 			ticks, phase = append(ticks, d), "measured"
 		}
 		mu.Unlock()
-		t.Logf("round %d (%s): %d active, %d leases, solved %v, tick to last lease %v", r.Index, phase, r.Active, len(r.Leases), r.Plan.Solved, d)
+		t.Logf("round %d (%s, fired %s): %d active, %d leases, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
+			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
+			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed))
 	}
 	svc, err := NewService(nc, cfg)
 	if err != nil {
@@ -107,19 +130,36 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	go func() { stopped <- svc.Run(ctx) }()
 	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
 
-	children := startLoadChildren(t, emb.ClientURL(), jobs, procs)
+	children, exited := startLoadChildren(t, srv.url, jobs, procs)
 	defer func() {
 		for _, c := range children {
 			_ = c.Process.Kill()
-			_ = c.Wait()
 		}
 	}()
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
-	eventually(t, 120*time.Second+time.Duration(jobs)*20*time.Millisecond, "every job is registered", func() bool {
-		return len(status(t, nc, subj).Jobs) == jobs
-	})
+	// The whole job table once a second, not eventually's 200 times: each
+	// reply is every job's row (3 MB at 10,000 jobs), which an operator
+	// does not ask for at that rate.
+	deadline := time.Now().Add(120*time.Second + time.Duration(jobs)*20*time.Millisecond)
+	for len(status(t, nc, subj).Jobs) < jobs {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until every job is registered")
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("a job process exited while the jobs registered: %v", err)
+		case <-time.After(time.Second):
+		}
+	}
+	mu.Lock()
+	registering = false
+	mu.Unlock()
+	rss, peak := memory(t)
+	t.Logf("every job registered: coordinator RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
 	time.Sleep(time.Duration(2*round) * time.Second) // warm up: admission, first solves
-	before := cpuTime(t)
+	rss, peak = memory(t)
+	t.Logf("after the warm-up: coordinator RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
+	before, srvBefore := cpuTime(t), srv.cpu(t)
 	mu.Lock()
 	measuring = true
 	mu.Unlock()
@@ -130,6 +170,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	mu.Lock()
 	measuring = false
 	cpu, wall := cpuTime(t)-before, time.Since(start)
+	srvCPU := srv.cpu(t) - srvBefore
 	l, st, tk, al := slices.Clone(lat), slices.Clone(stored), slices.Clone(ticks), slices.Clone(all)
 	mu.Unlock()
 	slices.Sort(st)
@@ -141,18 +182,145 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	t.Logf("%d jobs (%d child processes), %d GPUs, %ds rounds, %v window: %d batches applied (%.0f/s of %d/s sent)", jobs, len(children), gpus, round, wall.Round(time.Second), len(l), float64(len(l))/wall.Seconds(), jobs)
 	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
-	rss, peak := memory(t)
+	rss, peak = memory(t)
 	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
+	if srv.pid != 0 {
+		srss, speak := procMemory(t, srv.pid)
+		t.Logf("NATS server (its own process): CPU %.1f%% of one core, RSS %d MiB, peak %d MiB", 100*srvCPU.Seconds()/wall.Seconds(), srss>>20, speak>>20)
+	}
 	t.Logf("event to state: p50 %v, p99 %v, max %v", pct(l, 50), pct(l, 99), l[len(l)-1])
 	t.Logf("  of which stored in the log to state: p50 %v, p99 %v, max %v", pct(st, 50), pct(st, 99), st[len(st)-1])
 	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
 	t.Logf("round tick to last lease (every round with active jobs, the first included): p50 %v, p99 %v, max %v over %d rounds", pct(al, 50), pct(al, 99), al[len(al)-1], len(al))
+	mu.Lock()
+	logRoundPhases(t, slices.Clone(phases))
+	logLoopSteps(t, maps.Clone(steps))
+	mu.Unlock()
 	for _, c := range children {
 		_ = c.Process.Kill()
 	}
 	cancel()
-	<-stopped
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Minute):
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		t.Fatal("the service did not stop within 2 minutes of its context's end (goroutines above)")
+	}
 	replayLog(t, nc, gpus, svc.Health().LogSeq)
+}
+
+// loadNATS is the load test's NATS server: embedded in this process, as
+// `shockwave coordinator` runs it by default, or with
+// SHOCKWAVE_LOAD_NATS=process in a child process of its own, as in a
+// deployment with a separate NATS server (--nats); this process's CPU and
+// memory are then the coordinator's alone, and the server's are reported
+// apart.
+type loadNATS struct {
+	url string
+	nc  *nats.Conn // the coordinator's connection, with its rights
+	pid int        // the server's process, 0 when embedded
+}
+
+func startLoadNATS(t *testing.T) *loadNATS {
+	dir := t.TempDir()
+	if os.Getenv("SHOCKWAVE_LOAD_NATS") != "process" {
+		emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(emb.Shutdown)
+		nc, err := emb.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return &loadNATS{url: emb.ClientURL(), nc: nc}
+	}
+	c := exec.Command(os.Args[0], "-test.run=^TestLoad_ServerChild$", "-test.timeout=0")
+	c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_SERVER="+dir)
+	c.Stdout, c.Stderr = os.Stderr, os.Stderr
+	holdStdin(t, c)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	})
+	var url []byte
+	eventually(t, 30*time.Second, "the NATS server's process serves", func() bool {
+		var err error
+		url, err = os.ReadFile(filepath.Join(dir, "url"))
+		return err == nil
+	})
+	secret, err := os.ReadFile(filepath.Join(dir, "auth", coordinatorSecretFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(string(url), nats.Token(strings.TrimSpace(string(secret))), nats.Name("shockwave-coordinator"), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return &loadNATS{url: string(url), nc: nc, pid: c.Process.Pid}
+}
+
+// cpu is the server's process's CPU time (0 when it is embedded: this
+// process's time includes it).
+func (s *loadNATS) cpu(t *testing.T) time.Duration {
+	if s.pid == 0 {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64) // utime and stime are fields 14 and 15 of stat
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// procMemory is a process's resident set now and at its peak, in bytes.
+func procMemory(t *testing.T, pid int) (rss, peak int64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
+			rss = kb << 10
+		}
+		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+// TestLoad_ServerChild is the NATS server's process of the load test
+// (SHOCKWAVE_LOAD_NATS=process): the embedded server as the coordinator
+// configures it, alone; it writes its URL into the data directory.
+func TestLoad_ServerChild(t *testing.T) {
+	dir := os.Getenv("SHOCKWAVE_LOAD_SERVER")
+	if dir == "" {
+		t.Skip("started by TestLoad_ManyJobsOneEventPerSecond")
+	}
+	exitWithParent()
+	emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	tmp := filepath.Join(dir, "url.tmp")
+	if err := os.WriteFile(tmp, []byte(emb.ClientURL()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "url")); err != nil {
+		t.Fatal(err)
+	}
+	select {} // until this process's parent goes away (exitWithParent)
 }
 
 // replayLog measures how long a restarted coordinator takes to replay the
@@ -169,6 +337,49 @@ func replayLog(t *testing.T, nc *nats.Conn, gpus int, records uint64) {
 	eventually(t, 10*time.Minute, "the replay", func() bool { return svc.Health().OK })
 	took := time.Since(start)
 	t.Logf("restart: replayed %d log records in %v (%.0f records/s)", records, took.Round(time.Millisecond), float64(records)/took.Seconds())
+}
+
+// logRoundPhases reports how tick → last lease splits (roundTimes) over
+// the rounds with active jobs, the first included.
+func logRoundPhases(t *testing.T, rounds []roundTimes) {
+	parts := []struct {
+		name string
+		of   func(r roundTimes) time.Duration
+	}{
+		{"tick record's trip through the log", func(r roundTimes) time.Duration { return r.Opened.Sub(r.Fired) }},
+		{"solve (the policy's Admit and Allocate)", func(r roundTimes) time.Duration { return r.Solve }},
+		{"solve's end to the plan record appended", func(r roundTimes) time.Duration { return r.PlanAsked.Sub(r.Opened) - r.Solve }},
+		{"plan record's trip through the log", func(r roundTimes) time.Duration { return r.PlanBack.Sub(r.PlanAsked) }},
+		{"close on the loop (placement, leases, held records)", func(r roundTimes) time.Duration { return r.Closed.Sub(r.PlanBack) }},
+		{"publishing the leases and the flush", func(r roundTimes) time.Duration { return r.Published.Sub(r.Closed) }},
+		{"  of which the flush", func(r roundTimes) time.Duration { return r.Published.Sub(r.Sent) }},
+	}
+	for _, p := range parts {
+		ds := make([]time.Duration, len(rounds))
+		for i, r := range rounds {
+			ds[i] = p.of(r)
+		}
+		slices.Sort(ds)
+		t.Logf("  %s: p50 %v, p99 %v, max %v", p.name, pct(ds, 50), pct(ds, 99), ds[len(ds)-1])
+	}
+}
+
+// logLoopSteps reports how long the loop's steps held it, by kind, over
+// the measured window.
+func logLoopSteps(t *testing.T, steps map[string][]time.Duration) {
+	for _, k := range slices.Sorted(maps.Keys(steps)) {
+		ds := steps[k]
+		slices.Sort(ds)
+		var sum time.Duration
+		over := 0
+		for _, d := range ds {
+			sum += d
+			if d > 10*time.Millisecond {
+				over++
+			}
+		}
+		t.Logf("loop step %s: %d, total %v, p50 %v, p99 %v, max %v, %d over 10 ms", k, len(ds), sum.Round(time.Millisecond), pct(ds, 50), pct(ds, 99), ds[len(ds)-1], over)
+	}
 }
 
 // pct is the nearest-rank percentile p of sorted s.
@@ -198,10 +409,12 @@ func loadShape() (jobs, gpus int) {
 }
 
 // startLoadChildren starts procs child processes that run jobs jobs
-// between them, each its contiguous share of the ids.
-func startLoadChildren(t *testing.T, url string, jobs, procs int) []*exec.Cmd {
+// between them, each its contiguous share of the ids; the channel says why
+// each ended, once it did (they are killed at the end).
+func startLoadChildren(t *testing.T, url string, jobs, procs int) (children []*exec.Cmd, exited <-chan error) {
 	procs = max(1, min(procs, jobs))
 	var out []*exec.Cmd
+	ended := make(chan error, procs)
 	for p := range procs {
 		lo, hi := p*jobs/procs, (p+1)*jobs/procs
 		c := exec.Command(os.Args[0], "-test.run=^TestLoad_JobsChild$", "-test.timeout=0")
@@ -212,9 +425,10 @@ func startLoadChildren(t *testing.T, url string, jobs, procs int) []*exec.Cmd {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
+		go func() { ended <- fmt.Errorf("job process %d: %v", c.Process.Pid, c.Wait()) }()
 		out = append(out, c)
 	}
-	return out
+	return out, ended
 }
 
 // memory is this process's resident set now and at its peak, in bytes.
@@ -236,7 +450,7 @@ func memory(t *testing.T) (rss, peak int64) {
 }
 
 // cpuTime is the user+system CPU time of this process.
-func cpuTime(t *testing.T) time.Duration {
+func cpuTime(t testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ type Metrics struct {
 	snapshotErrors prometheus.Counter
 	logWrites      *prometheus.CounterVec
 	deposed        prometheus.Counter
+	loopStep       *prometheus.HistogramVec
 	snapshotMetrics
 
 	labeled map[string]bool // jobs with per-job series
@@ -63,11 +64,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		snapshotErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_snapshot_errors_total", Help: "Snapshots that could not be written, or replays that disagreed with the stored snapshot."}),
 		logWrites:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_log_writes_total", Help: "Coordinator records written to the log, by result (ok, error, duplicate: another writer used the record's message id)."}, []string{"result"}),
 		deposed:        prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leader_deposed_total", Help: "Times this coordinator lost the leader lease while leading."}),
+		loopStep:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shockwave_loop_step_seconds", Help: "How long one step held the service loop (a log record folded and what it published, a status reply, a round's tick or close), by kind; events wait meanwhile.", Buckets: lat}, []string{"kind"}),
 		labeled:        map[string]bool{},
 	}
 	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
-		m.logWrites, m.deposed)
+		m.logWrites, m.deposed, m.loopStep)
 	m.snapshotMetrics = newSnapshotMetrics(reg)
 	return m
 }

@@ -80,8 +80,10 @@ func coreState(t *testing.T, c *Core) []byte {
 // renewed jobs and the end of a waiting job are folded, every round (plan
 // and leases) and the whole state, the policy's included, are byte for
 // byte those of one-step ticks with the same events after them, also when
-// a snapshot is saving the policy's state across the boundary. Run with
-// -race, it also shows that the solve reads nothing the events write.
+// a snapshot is saving the policy's state across the boundary; that
+// snapshot, encoded on its own goroutine while the events are folded, is
+// byte for byte the state when it was taken. Run with -race, it also shows
+// that neither the solve nor the snapshot reads anything the events write.
 func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *testing.T) {
 	for _, name := range []string{"shockwave", "gavel", "themis"} {
 		t.Run(name, func(t *testing.T) {
@@ -92,15 +94,26 @@ func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *tes
 			for k := range 14 {
 				now := 100 + 60*float64(k)
 				var lent chan struct{}
-				if k%3 == 2 { // a snapshot saves the policy's state meanwhile (snapshot_core.go)
-					var e wire.Encoder
-					marshal, err := p.split.lendPolicy(&e)
+				var lentState []byte // the state the snapshot must write, encoded on the goroutine
+				if k%3 == 2 {        // a snapshot saves the policy's state meanwhile (snapshot_core.go)
+					want := coreState(t, p.split)
+					img, marshal, err := p.split.lendPolicy()
 					if err != nil {
 						t.Fatal(err)
 					}
 					lent = make(chan struct{})
 					go func() {
-						_ = marshal()
+						// As the service's snapshot goroutine: the policy's
+						// state, then the Core's as captured, encoded while
+						// the events below are folded.
+						state := marshal()
+						var e wire.Encoder
+						if err := img.append(&e); err == nil {
+							e.Blob(state)
+							if got := e.Bytes(); !bytes.Equal(got, want) {
+								lentState = got
+							}
+						}
 						close(lent)
 					}()
 				}
@@ -159,6 +172,9 @@ func TestPipeline_EventsFoldedWhileTheRoundSolvesGiveWhatOneStepTicksGive(t *tes
 				if lent != nil { // the policy comes back while the round is open
 					<-lent
 					p.split.returnPolicy()
+					if lentState != nil {
+						t.Fatalf("round %d: the snapshot encoded off the loop differs from the state when it was taken", k)
+					}
 				}
 				<-solved
 				got, err := p.split.EndTick(plan, solveErr)

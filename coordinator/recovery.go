@@ -360,8 +360,9 @@ func (s *Service) checkpoint(recovered bool) {
 	}
 	s.snapDue = false
 	start := time.Now()
-	head, tail, marshal, err := s.fold.encodeParts()
+	img, marshal, err := s.fold.lendParts()
 	s.snapAt, s.snapTook = time.Now(), time.Since(start)
+	s.observeStep("snapshot_capture", s.snapTook)
 	if err != nil {
 		s.m.snapshotErrors.Inc()
 		s.log.Error().Err(err).Msg("cannot snapshot the state")
@@ -372,12 +373,20 @@ func (s *Service) checkpoint(recovered bool) {
 	s.fold.lending = done
 	go func() {
 		// The policy's state, the larger part, is saved here while the
-		// loop goes on folding events; its time counts too.
+		// loop goes on folding events, then the state the loop captured
+		// is encoded (snapshot.go, foldImage); their time counts too.
 		start := time.Now()
 		state := marshal()
-		took := time.Since(start)
-		w.parts = [][]byte{head, blobLen(state), state, tail}
 		close(done)
+		head, tail, err := img.encode()
+		took := time.Since(start)
+		if err != nil {
+			s.snapPolicy.Store(int64(took))
+			s.m.snapshotErrors.Inc()
+			s.log.Error().Err(err).Msg("cannot snapshot the state")
+			return
+		}
+		w.parts = [][]byte{head, blobLen(state), state, tail}
 		s.handOver(w, took)
 	}()
 }
@@ -419,14 +428,17 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	head := &StateSnapshot{Seq: w.seq}
+	start := time.Now()
 	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, sealedReader(w.seq, w.round, w.parts...))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", snapshotName(head.Seq), err)
 	}
 	w.parts = nil
+	s.storeStep("put", &start)
 	if err := snaps.verify(ctx, head.Seq); err != nil {
 		return fmt.Errorf("reading back: %w", err)
 	}
+	s.storeStep("verify", &start)
 	defer func() { // once the log is compacted behind it
 		s.m.snapshotSeq.Set(float64(head.Seq))
 		s.m.snapshotBytes.Set(float64(info.Size))
@@ -451,8 +463,18 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 	if err := st.stream.Purge(ctx, jetstream.WithPurgeSequence(upTo+1)); err != nil {
 		return fmt.Errorf("compacting the log up to record %d: %w", upTo, err)
 	}
+	s.storeStep("purge", &start)
 	s.log.Debug().Uint64("snapshot_seq", head.Seq).Uint64("bytes", info.Size).Uint64("compacted_to", upTo).Msg("state snapshot stored")
 	return nil
+}
+
+// storeStep reports how long a step of storing a snapshot took since
+// *start (tests, benchmarks: onStore) and restarts the clock.
+func (s *Service) storeStep(step string, start *time.Time) {
+	if s.cfg.onStore != nil {
+		s.cfg.onStore(step, time.Since(*start))
+	}
+	*start = time.Now()
 }
 
 // snapshotMetrics describe the newest stored state snapshot.

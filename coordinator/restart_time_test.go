@@ -214,3 +214,33 @@ func BenchmarkSnapshot_EncodeAWeekOf2000Jobs(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)/1e6, "MB")
 }
+
+// BenchmarkSnapshot_LoopPartOfAWeekOf2000Jobs measures what a snapshot
+// holds the loop for now: capturing the week's state (foldImage); the
+// "encoded" case adds the encoding of the capture, which the snapshot
+// goroutine does (the policy's state, the larger part, is saved there too
+// and is in neither).
+func BenchmarkSnapshot_LoopPartOfAWeekOf2000Jobs(b *testing.B) {
+	h := newHistory(b, weekPolicy, policy.Options{}, weekGPUs, 5)
+	h.run(weekJobs, weekHistoryRd)
+	inflateToAWeek(h.f.core)
+	for _, encode := range []bool{false, true} {
+		name := "captured"
+		if encode {
+			name = "encoded"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				img, _, err := h.f.capture()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if encode {
+					if _, _, err := img.encode(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -63,6 +63,9 @@ type ServiceConfig struct {
 	// SnapshotShare bounds the share of the loop's time spent encoding
 	// snapshots (default DefaultSnapshotShare); events wait meanwhile.
 	SnapshotShare float64
+	// LeaseConns is how many connections the publisher sends leases and
+	// registration replies on (default DefaultLeaseConns; publish.go).
+	LeaseConns int
 	// Recover starts from the newest good snapshot when the log or the
 	// snapshots are damaged, discarding what was lost and saying so,
 	// instead of refusing to serve (the --recover-from-snapshot flag).
@@ -82,11 +85,13 @@ type ServiceConfig struct {
 	// agents get none).
 	Authority *Authority
 
-	// onApply, when set, sees every folded record, and onRound the time
-	// from each live round's timer to its last lease flushed (tests,
-	// benchmarks).
+	// onApply, when set, sees every folded record, onRound the times of
+	// each live round from its timer to its last lease flushed, and onStep
+	// how long each step of the loop held it (tests, benchmarks).
 	onApply func(record, *outcome)
-	onRound func(*Round, time.Duration)
+	onRound func(*Round, roundTimes)
+	onStep  func(kind string, d time.Duration)
+	onStore func(step string, d time.Duration) // storing a state snapshot: put, verify, purge
 }
 
 func (c *ServiceConfig) validate() error {
@@ -110,6 +115,12 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.SnapshotRounds == 0 {
 		c.SnapshotRounds = DefaultSnapshotRounds
+	}
+	if c.LeaseConns == 0 {
+		c.LeaseConns = DefaultLeaseConns
+	}
+	if c.LeaseConns < 0 || c.LeaseConns > 64 {
+		return fmt.Errorf("coordinator: %d lease connections, want 1 to 64", c.LeaseConns)
 	}
 	if c.SnapshotShare == 0 {
 		c.SnapshotShare = DefaultSnapshotShare
@@ -186,6 +197,9 @@ type Service struct {
 	tickFired  time.Time     // when the timer fired for it
 	tickWanted time.Time     // when the next tick is due
 	roundFired time.Time     // when the timer fired for the open round
+	roundOpen  time.Time     // when its tick record came back
+	planAsked  time.Time     // when its solve ended and the plan record was appended
+	stepStart  time.Time     // when the loop began its current step
 	planSent   int           // the open round whose plan record this leader appended, -1 if none
 	snapDue    bool          // a forced snapshot waits for the open round to close
 	snapAt     time.Time     // when the last snapshot was encoded
@@ -318,11 +332,13 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: log consumer: %w", err)
 	}
 	defer cc.Stop()
+	shards, closeShards := s.openShards(s.cfg.LeaseConns)
+	defer closeShards()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.writeSnapshots(ctx, st) })
 	wg.Go(func() { s.writeStates(ctx, st, snaps) })
 	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
-	wg.Go(func() { s.publishing(ctx) })
+	wg.Go(func() { s.publishing(ctx, shards) })
 	err = s.loop(ctx)
 	if err != nil {
 		msg := err.Error()
@@ -408,26 +424,31 @@ func (s *Service) loop(ctx context.Context) error {
 	agentTick := time.NewTicker(max(s.cfg.AgentTimeout/4, 50*time.Millisecond))
 	defer agentTick.Stop()
 	for {
+		var step string // what the loop did, for its step times
 		select {
 		case <-ctx.Done():
 			s.log.Info().Int("next_round", s.nextRound()).Uint64("log_seq", s.fold.seq).Msg("coordinator stopping")
 			return nil
 		case r := <-s.in:
-			s.handle(r)
+			s.stepStart = time.Now()
+			step = s.handle(r)
 			if s.fatal != nil {
 				s.log.Error().Err(s.fatal).Msg("refusing to serve")
 				return s.fatal
 			}
 		case req := <-s.statusq:
+			s.stepStart, step = time.Now(), "status"
 			s.answerStatus(req)
 		case epoch := <-s.elected:
 			s.elect(ctx, epoch)
 		case err := <-s.deposed:
 			s.depose(err)
 		case req := <-s.agentq:
+			s.stepStart, step = time.Now(), "agent"
 			s.answerAgent(req)
 		case <-agentTick.C:
 			if s.live { // only the leader decides that a node left
+				s.stepStart, step = time.Now(), "agents"
 				s.checkAgents(ctx)
 			}
 		case err := <-s.ticked:
@@ -437,8 +458,10 @@ func (s *Service) loop(ctx context.Context) error {
 				s.tickWanted = time.Now().Add(min(time.Second, s.roundLength()))
 			}
 		case <-s.fold.lent():
+			s.stepStart, step = time.Now(), "policy_returned"
 			s.fold.returnPolicy()
 		case <-s.solved():
+			s.stepStart, step = time.Now(), "solved"
 			s.closeRound(ctx)
 		case err := <-s.planned:
 			if err != nil {
@@ -447,9 +470,21 @@ func (s *Service) loop(ctx context.Context) error {
 			}
 		case <-timer.C:
 			s.deadline = time.Time{}
+			s.stepStart, step = time.Now(), "timer"
 			s.fireTick(ctx)
 		}
+		if step != "" {
+			s.observeStep(step, time.Since(s.stepStart))
+		}
 		s.arm(timer)
+	}
+}
+
+// observeStep records how long one step held the loop.
+func (s *Service) observeStep(kind string, d time.Duration) {
+	s.m.loopStep.WithLabelValues(kind).Observe(d.Seconds())
+	if s.cfg.onStep != nil {
+		s.cfg.onStep(kind, d)
 	}
 }
 
@@ -503,10 +538,11 @@ func (s *Service) fireTick(ctx context.Context) {
 	}()
 }
 
-// handle folds one record; once live it publishes what the record produced.
-func (s *Service) handle(r record) {
+// handle folds one record; once live it publishes what the record
+// produced. It returns the record's kind.
+func (s *Service) handle(r record) string {
 	if !s.live && s.behind(r) { // catchup.go
-		return
+		return "skipped"
 	}
 	o := s.fold.apply(r)
 	s.seq.Store(r.Seq)
@@ -515,6 +551,7 @@ func (s *Service) handle(r record) {
 		h := &o.held[i]
 		s.after(h.r, &h.o, true)
 	}
+	return o.kind
 }
 
 // after does what a folded record asks for: checks while replaying,
@@ -597,7 +634,7 @@ func (s *Service) openRound(o *outcome) {
 		return
 	}
 	if o.err == nil {
-		s.roundFired = fired
+		s.roundFired, s.roundOpen = fired, s.stepStart
 	}
 	s.tickWanted = time.Now().Add(s.roundLength()) // set again when the round closes
 }
@@ -615,7 +652,7 @@ func (s *Service) solved() <-chan struct{} {
 // the round closes when the record comes back through the log.
 func (s *Service) closeRound(ctx context.Context) {
 	round := s.fold.open.t.Round()
-	s.planSent = round
+	s.planSent, s.planAsked = round, s.stepStart
 	if s.roundFired.IsZero() {
 		s.roundFired = time.Now() // a round opened before this coordinator led
 	}

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/shockwave-sched/shockwave/internal/wire"
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -71,38 +74,95 @@ func (f *fold) encodeState() ([]byte, error) {
 // snapshot costs the loop (sealSnapshot, hashing it, runs in the writer).
 func (f *fold) encodePayload() ([]byte, error) {
 	f.returnPolicy()
+	if f.core != nil && f.core.lent {
+		return nil, errors.New("coordinator: cannot snapshot while the policy's state is being saved")
+	}
+	img, sp, err := f.capture()
+	if err != nil {
+		return nil, err
+	}
+	head, tail, err := img.encode()
+	if err != nil {
+		return nil, err
+	}
+	state := sp.MarshalState()
 	var e wire.Encoder
-	if err := f.encodeHead(&e); err != nil {
-		return nil, err
-	}
-	if err := f.core.appendState(&e); err != nil {
-		return nil, err
-	}
-	if err := f.encodeTail(&e); err != nil {
-		return nil, err
-	}
-	return e.Bytes(), nil
+	e.Blob(state)
+	return slices.Concat(head, e.Bytes(), tail), nil
 }
 
-// encodeParts is encodePayload with the policy's state left to another
-// goroutine: the payload is head, the policy's state as a blob (marshal's
-// result), then tail. Until returnPolicy the Core holds back its policy
-// calls and begins no round (snapshot_core.go, lendPolicy).
-func (f *fold) encodeParts() (head, tail []byte, marshal func() []byte, err error) {
+// foldImage is the fold's state at one log record, captured by the loop
+// in little time; its encoding (the JSON of the last round and of the last
+// plan, the job table, the event budgets) can run on another goroutine
+// while the loop goes on folding. The last round, its leases and the plan
+// are immutable once made; the rest is copied.
+type foldImage struct {
+	cfg     []byte // the configuration record's JSON
+	now     float64
+	seq     uint64
+	last    *Round
+	leases  []protocol.Lease // RUN leases of the last round still held, in map order
+	core    *coreImage
+	run     []byte // submitted jobs and nodes (runner.go)
+	epoch   uint64
+	budgets []budgetImage // in map order
+}
+
+type budgetImage struct {
+	job string
+	b   budget
+}
+
+// capture takes the fold's state but the policy's (sp's MarshalState).
+func (f *fold) capture() (*foldImage, policy.Stateful, error) {
+	img, sp, err := f.captureHead()
+	if err != nil {
+		return nil, nil, err
+	}
+	if img.core, sp, err = f.core.capture(); err != nil {
+		return nil, nil, err
+	}
+	return img, sp, nil
+}
+
+// captureHead takes what the fold holds besides the Core.
+func (f *fold) captureHead() (*foldImage, policy.Stateful, error) {
+	if f.core == nil || f.cfg == nil {
+		return nil, nil, errors.New("coordinator: nothing to snapshot before the configuration record")
+	}
+	cfg, err := json.Marshal(f.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	run, err := f.run.marshal() // runner.go
+	if err != nil {
+		return nil, nil, err
+	}
+	img := &foldImage{cfg: cfg, now: f.now, seq: f.seq, last: f.last, run: run, epoch: f.epoch,
+		leases: make([]protocol.Lease, 0, len(f.leases)), budgets: make([]budgetImage, 0, len(f.budgets))}
+	for _, l := range f.leases {
+		img.leases = append(img.leases, l)
+	}
+	for j, b := range f.budgets {
+		img.budgets = append(img.budgets, budgetImage{job: j, b: *b})
+	}
+	return img, nil, nil
+}
+
+// lendParts captures the fold's state and lends the policy's to the
+// caller (marshal), to save on another goroutine: until returnPolicy the
+// Core holds back its policy calls and begins no round
+// (snapshot_core.go, lendPolicy). The payload is the image's head, the
+// policy's state as a blob, then the image's tail (foldImage.encode).
+func (f *fold) lendParts() (img *foldImage, marshal func() []byte, err error) {
 	f.returnPolicy()
-	var e wire.Encoder
-	if err := f.encodeHead(&e); err != nil {
-		return nil, nil, nil, err
+	if img, _, err = f.captureHead(); err != nil {
+		return nil, nil, err
 	}
-	if marshal, err = f.core.lendPolicy(&e); err != nil {
-		return nil, nil, nil, err
+	if img.core, marshal, err = f.core.lendPolicy(); err != nil {
+		return nil, nil, err
 	}
-	var t wire.Encoder
-	if err := f.encodeTail(&t); err != nil {
-		f.core.returnPolicy()
-		return nil, nil, nil, err
-	}
-	return e.Bytes(), t.Bytes(), marshal, nil
+	return img, marshal, nil
 }
 
 // returnPolicy waits for a lent policy's state to be saved and gives the
@@ -120,37 +180,37 @@ func (f *fold) returnPolicy() {
 // lent).
 func (f *fold) lent() <-chan struct{} { return f.lending }
 
-func (f *fold) encodeHead(e *wire.Encoder) error {
-	if f.core == nil || f.cfg == nil {
-		return errors.New("coordinator: nothing to snapshot before the configuration record")
+// encode writes the captured state: the payload is head, the policy's
+// state as a blob, then tail.
+func (img *foldImage) encode() (head, tail []byte, err error) {
+	var e wire.Encoder
+	if err := img.encodeHead(&e); err != nil {
+		return nil, nil, err
 	}
-	cfg, err := json.Marshal(f.cfg)
-	if err != nil {
-		return err
+	if err := img.core.append(&e); err != nil {
+		return nil, nil, err
 	}
-	var last []byte
-	if last, err = json.Marshal(f.last); err != nil {
-		return fmt.Errorf("coordinator: snapshot of the last round: %w", err)
-	}
-	leases, err := leasesJSON(f.leases)
-	if err != nil {
-		return err
-	}
-	e.Blob(cfg)
-	e.F64(f.now)
-	e.U64(f.seq)
-	e.Blob(last)
-	e.Blob(leases)
-	return nil
+	var t wire.Encoder
+	t.Blob(img.run)
+	img.appendFences(&t) // leader epoch and event budgets (caps.go), last: older snapshots lack them
+	return e.Bytes(), t.Bytes(), nil
 }
 
-func (f *fold) encodeTail(e *wire.Encoder) error {
-	run, err := f.run.marshal() // runner.go
+func (img *foldImage) encodeHead(e *wire.Encoder) error {
+	last, err := json.Marshal(img.last)
+	if err != nil {
+		return fmt.Errorf("coordinator: snapshot of the last round: %w", err)
+	}
+	slices.SortFunc(img.leases, func(a, b protocol.Lease) int { return strings.Compare(a.Job, b.Job) })
+	leases, err := json.Marshal(img.leases)
 	if err != nil {
 		return err
 	}
-	e.Blob(run)
-	f.appendFences(e) // leader epoch and event budgets (caps.go), last: older snapshots lack them
+	e.Blob(img.cfg)
+	e.F64(img.now)
+	e.U64(img.seq)
+	e.Blob(last)
+	e.Blob(leases)
 	return nil
 }
 

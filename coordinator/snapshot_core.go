@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
+	"strings"
 
 	"github.com/shockwave-sched/shockwave/internal/wire"
 	"github.com/shockwave-sched/shockwave/policy"
@@ -28,71 +28,126 @@ func (c *Core) appendState(e *wire.Encoder) error {
 	if c.lent {
 		return errors.New("coordinator: cannot snapshot while the policy's state is being saved")
 	}
-	sp, err := c.appendCore(e)
+	img, sp, err := c.capture()
 	if err != nil {
+		return err
+	}
+	if err := img.append(e); err != nil {
 		return err
 	}
 	e.Blob(sp.MarshalState())
 	return nil
 }
 
-// appendCore writes the Core's state but the policy's, which follows it
-// as a blob: the policy's state is sp's MarshalState.
-func (c *Core) appendCore(e *wire.Encoder) (policy.Stateful, error) {
+// coreImage is the Core's state but the policy's at one point, captured
+// in little time (the jobs are copied, not encoded) and encoded later,
+// possibly on another goroutine while the Core goes on: nothing in it is
+// written after capture. The round, plan, lease and grant values it shares
+// with the Core are replaced, never changed in place, once made.
+type coreImage struct {
+	jobs            []jobImage // in map order; append sorts them by id
+	pending, active []string
+	nextSeq, round  int
+	now             float64
+	plan            *policy.Plan
+	ended, lost     []Ended
+	lastTick        float64
+	ticked          bool
+	nodes           []topology.Node
+	total           int
+	dynamic         bool
+	policy          string
+}
+
+// jobImage is a job as captured: a shallow copy whose measurements are
+// those before the last, shared (never written again), and a copy of the
+// last, which measure may still overwrite in place.
+type jobImage struct {
+	j       job
+	last    policy.Measurement
+	hasLast bool
+}
+
+// capture takes the Core's state but the policy's; the policy's state is
+// sp's MarshalState.
+func (c *Core) capture() (*coreImage, policy.Stateful, error) {
 	if c.open != nil {
-		return nil, fmt.Errorf("coordinator: cannot snapshot while round %d is open", c.round)
+		return nil, nil, fmt.Errorf("coordinator: cannot snapshot while round %d is open", c.round)
 	}
 	sp, ok := c.pol.(policy.Stateful)
 	if !ok {
-		return nil, fmt.Errorf("coordinator: policy %s cannot save its state", c.pol.Name())
+		return nil, nil, fmt.Errorf("coordinator: policy %s cannot save its state", c.pol.Name())
 	}
-	plan, err := json.Marshal(c.plan)
+	img := &coreImage{jobs: make([]jobImage, 0, len(c.jobs)),
+		pending: jobIDs(c.pending), active: jobIDs(c.active),
+		nextSeq: c.nextSeq, round: c.round, now: c.now, plan: c.plan,
+		ended: slices.Clone(c.ended), lost: slices.Clone(c.life.lost),
+		lastTick: c.life.lastTick, ticked: c.life.ticked,
+		nodes: slices.Clone(c.nodes), total: c.total, dynamic: c.dynamic, policy: c.pol.Name()}
+	for _, j := range c.jobs {
+		ji := jobImage{j: *j}
+		if ms := j.view.Measurements; len(ms) > 0 {
+			n := len(ms)
+			ji.j.view.Measurements, ji.last, ji.hasLast = ms[:n-1:n-1], ms[n-1], true
+		}
+		img.jobs = append(img.jobs, ji)
+	}
+	return img, sp, nil
+}
+
+func jobIDs(js []*job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.view.ID
+	}
+	return out
+}
+
+// append writes the captured state (the Core's part of a snapshot).
+func (img *coreImage) append(e *wire.Encoder) error {
+	plan, err := json.Marshal(img.plan)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: snapshot of the last plan: %w", err)
+		return fmt.Errorf("coordinator: snapshot of the last plan: %w", err)
 	}
 	e.Int(coreStateVersion)
-	ids := make([]string, 0, len(c.jobs))
-	for id := range c.jobs {
-		ids = append(ids, id)
+	slices.SortFunc(img.jobs, func(a, b jobImage) int { return strings.Compare(a.j.view.ID, b.j.view.ID) })
+	e.Len(len(img.jobs))
+	for i := range img.jobs {
+		img.jobs[i].append(e)
 	}
-	sort.Strings(ids)
-	e.Len(len(ids))
-	for _, id := range ids {
-		c.jobs[id].append(e)
-	}
-	appendIDs(e, c.pending)
-	appendIDs(e, c.active)
-	e.Int(c.nextSeq)
-	e.Int(c.round)
-	e.F64(c.now)
+	appendStrs(e, img.pending)
+	appendStrs(e, img.active)
+	e.Int(img.nextSeq)
+	e.Int(img.round)
+	e.F64(img.now)
 	e.Blob(plan)
-	appendEnded(e, c.ended)
-	e.F64(c.life.lastTick)
-	e.Bool(c.life.ticked)
-	appendEnded(e, c.life.lost)
-	e.Len(len(c.nodes))
-	for _, n := range c.nodes {
+	appendEnded(e, img.ended)
+	e.F64(img.lastTick)
+	e.Bool(img.ticked)
+	appendEnded(e, img.lost)
+	e.Len(len(img.nodes))
+	for _, n := range img.nodes {
 		e.Str(n.Name)
 		e.Int(n.GPUs)
 		e.Str(n.Type)
 	}
-	e.Int(c.total)
-	e.Bool(c.dynamic)
-	e.Str(c.pol.Name())
-	return sp, nil
+	e.Int(img.total)
+	e.Bool(img.dynamic)
+	e.Str(img.policy)
+	return nil
 }
 
 // lendPolicy hands the policy's state to a reader on another goroutine
 // (the snapshot writer): until returnPolicy the Core holds back its policy
-// calls, as while a round is open, and no round begins.
-// The Core's own state is written to e.
-func (c *Core) lendPolicy(e *wire.Encoder) (marshal func() []byte, err error) {
-	sp, err := c.appendCore(e)
+// calls, as while a round is open, and no round begins. It returns the
+// Core's own state, captured, to encode anywhere.
+func (c *Core) lendPolicy() (img *coreImage, marshal func() []byte, err error) {
+	img, sp, err := c.capture()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.lent = true
-	return sp.MarshalState, nil
+	return img, sp.MarshalState, nil
 }
 
 // returnPolicy ends a lendPolicy and makes the calls held back meanwhile.
@@ -162,7 +217,8 @@ func (c *Core) loadState(d *wire.Decoder) error {
 	return nil
 }
 
-func (j *job) append(e *wire.Encoder) {
+func (ji *jobImage) append(e *wire.Encoder) {
+	j := &ji.j
 	v := &j.view
 	e.Str(v.ID)
 	e.Int(v.Seq)
@@ -184,12 +240,17 @@ func (j *job) append(e *wire.Encoder) {
 	e.Ints(v.PlannedBatchSizes)
 	e.F64s(v.PlannedEpochSeconds)
 	e.F64(v.IsolatedSeconds)
-	e.Bool(v.Measurements != nil)
-	e.Len(len(v.Measurements))
+	e.Bool(v.Measurements != nil || ji.hasLast)
+	n := len(v.Measurements)
+	if ji.hasLast {
+		n++
+	}
+	e.Len(n)
 	for _, m := range v.Measurements {
-		e.Int(m.Round)
-		e.F64(m.Throughput)
-		e.Int(m.BatchSize)
+		appendMeasurement(e, m)
+	}
+	if ji.hasLast {
+		appendMeasurement(e, ji.last)
 	}
 	e.Int(v.LastRun)
 	e.Str(string(j.state))
@@ -219,6 +280,12 @@ func (j *job) append(e *wire.Encoder) {
 	e.Bool(j.managed) // submitted jobs (submit.go)
 	e.Bool(j.adopted)
 	e.Str(j.reason)
+}
+
+func appendMeasurement(e *wire.Encoder, m policy.Measurement) {
+	e.Int(m.Round)
+	e.F64(m.Throughput)
+	e.Int(m.BatchSize)
 }
 
 // load reads a job.
@@ -294,10 +361,10 @@ func loadGrant(d *wire.Decoder) []protocol.NodeDevices {
 	return g
 }
 
-func appendIDs(e *wire.Encoder, js []*job) {
-	e.Len(len(js))
-	for _, j := range js {
-		e.Str(j.view.ID)
+func appendStrs(e *wire.Encoder, ids []string) {
+	e.Len(len(ids))
+	for _, id := range ids {
+		e.Str(id)
 	}
 }
 
@@ -344,15 +411,4 @@ func loadEnded(d *wire.Decoder) []Ended {
 		}
 	}
 	return out
-}
-
-// leasesJSON and roundJSON carry the fold's view of the last round (leases
-// to send again after a restart, the lease a registration reply names).
-func leasesJSON(m map[string]protocol.Lease) ([]byte, error) {
-	ls := make([]protocol.Lease, 0, len(m))
-	for _, l := range m {
-		ls = append(ls, l)
-	}
-	sort.Slice(ls, func(a, b int) bool { return ls[a].Job < ls[b].Job })
-	return json.Marshal(ls)
 }
