@@ -26,12 +26,12 @@ type swMiss struct {
 // with Pollux at seed 1 (the value in each comment).
 var polluxMisses = map[string]map[int]swMiss{
 	"shockwave": { // jobs keep the trace width: the market time-slices wide jobs
-		1: {worstRho: 16.1, avgJCT: 1.74}, // ρ 15.27 (Pollux 2.71), 11.74 before the tightest rule's current-round rule and P90 bounds; 1.652× Tiresias
-		2: {worstRho: 18.5, avgJCT: 1.57}, // ρ 17.55 (Pollux 4.52); 1.491× Tiresias
-		3: {worstRho: 6.5},                // ρ 6.13 (shockwave+agent 2.48); average JCT met (0.998× Tiresias)
-		4: {worstRho: 19.9, avgJCT: 1.97}, // ρ 18.87 (Pollux 2.56); 1.873× Tiresias
-		5: {worstRho: 10.3, avgJCT: 1.50}, // ρ 9.78 (Pollux 3.26); 1.425× Tiresias
-		6: {worstRho: 13.8, avgJCT: 1.58}, // ρ 13.09 (Pollux 4.10); 1.498× Tiresias
+		1: {worstRho: 16.1, avgJCT: 1.66}, // ρ 15.27 (Pollux 2.71); 1.576× Tiresias
+		2: {worstRho: 13.8, avgJCT: 1.36}, // ρ 13.10 (Pollux 4.52); 1.295× Tiresias
+		3: {worstRho: 6.5},                // ρ 6.13 (shockwave+agent 2.48); average JCT met (0.938× Tiresias)
+		4: {worstRho: 18.7, avgJCT: 1.89}, // ρ 17.77 (Pollux 2.56); 1.803× Tiresias
+		5: {worstRho: 8.4, avgJCT: 1.41},  // ρ 7.96 (Pollux 3.26); 1.342× Tiresias
+		6: {worstRho: 13.1, avgJCT: 1.59}, // ρ 12.41 (Pollux 4.10); 1.511× Tiresias
 	},
 	// shockwave+agent (elastic widths from reported speedups) meets both
 	// targets on all six workloads, so it has no entry: worst ρ 1.86, 3.59,
