@@ -283,3 +283,20 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value str
 	}
 	return 0
 }
+
+// embeddedConn starts an embedded server on dir that does not listen, and a
+// connection to it; both end with the test.
+func embeddedConn(t testing.TB, dir string) (*Embedded, *nats.Conn) {
+	t.Helper()
+	emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	nc, err := emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return emb, nc
+}

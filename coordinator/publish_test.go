@@ -80,16 +80,7 @@ func TestPublish_EveryJobsLeasesArriveInRoundOrderOverSeveralConnections(t *test
 // every job's leases in the order they were queued; the round batches are
 // measured once, after all four connections flushed.
 func TestPublish_AJobsLeasesKeepTheirOrderAcrossTheConnections(t *testing.T) {
-	emb, err := StartEmbedded(EmbeddedConfig{DataDir: t.TempDir(), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Shutdown()
-	nc, err := emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	_, nc := embeddedConn(t, t.TempDir())
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
 	var mu sync.Mutex
 	got := map[string][]int{}
