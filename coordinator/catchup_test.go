@@ -63,7 +63,7 @@ func TestFailover_AStandbyFrozenPastTheCompactionContinuesFromTheNewestSnapshot(
 		t.Fatalf("the thawed standby did not take over (epoch %d)", e)
 	}
 	eventually(t, 15*time.Second, "leases from the new leader", func() bool { return epochsPerRound(t, d.seen()) > epoch })
-	p.stopAndCompare(t, c, d, stop)
+	p.stopAndCompare(t, c, d, stop, standby)
 	if logs := c.logs.String(); strings.Contains(logs, "are missing") || strings.Contains(logs, "integrity") {
 		t.Errorf("the standby took the compaction for damage")
 	}

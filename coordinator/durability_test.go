@@ -83,6 +83,9 @@ func tryReference(nc *nats.Conn, prefix string, upTo uint64) (*fold, map[int][]p
 		if err != nil {
 			return nil, nil, err
 		}
+		if snap.Seq > upTo {
+			return nil, nil, fmt.Errorf("the log is compacted past record %d (oldest snapshot at %d)", upTo, snap.Seq)
+		}
 		if f, err = snap.restore(subj, protocol.DefaultMaxMessageBytes); err != nil {
 			return nil, nil, err
 		}

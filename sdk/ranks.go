@@ -274,11 +274,20 @@ func (j *Job) onRankStatus(m *protocol.RankMessage) {
 		return
 	}
 	*p = peer{proc: m.Proc, session: m.Session, gen: m.Gen, step: m.Step, running: m.Running, seen: time.Now(), left: m.Reason}
-	if m.Reason == "closed" && !r.finished && !r.final {
+	if m.Reason == "closed" && !r.finished && !r.final && !stoppedAsAgreed(r, m) {
 		j.abortLocked(fmt.Sprintf("rank %d closed before the job finished", m.Rank))
 		return
 	}
 	j.leaderStepLocked()
+}
+
+// stoppedAsAgreed reports whether a rank that closed did so at the stop
+// rank 0 announced for a preemption or the job's end, after which every
+// rank's process exits: a rank that gets there first (rank 0 is slower, or
+// busy) closes before rank 0 has stopped itself, and that is no loss.
+func stoppedAsAgreed(r *ranks, m *protocol.RankMessage) bool {
+	return r.stopAt >= 0 && m.Gen == r.gen && !m.Running && m.Step == r.stopAt &&
+		(r.stop == protocol.StopPreempt || r.stop == protocol.StopEnd)
 }
 
 // leaderCheckLocked runs on rank 0's heartbeat: a silent rank is lost.

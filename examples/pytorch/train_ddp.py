@@ -44,8 +44,16 @@ import shockwave
 FEATURES, CLASSES = 32, 10
 
 
+def say(line: str) -> None:
+    """Writes one whole line at once: the ranks share the job's output file,
+    and print() writes the text and its newline apart when output is
+    unbuffered, so two ranks' lines could interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def log(rank: int, msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] rank {rank}: {msg}", flush=True)
+    say(f"[{time.strftime('%H:%M:%S')}] rank {rank}: {msg}")
 
 
 def make_data(samples: int, seed: int) -> TensorDataset:
@@ -189,7 +197,7 @@ def main() -> int:
                 skip = 0
                 tr.epoch += 1
             log(rank, f"done: {tr.epoch} epochs, steps {job.state['steps_done']}")
-            print(f"final {rank} {digest(tr.model)}", flush=True)
+            say(f"final {rank} {digest(tr.model)}")
     except shockwave.Preempted as e:
         log(rank, f"preempted: {e}")
     except shockwave.RankLost as e:
