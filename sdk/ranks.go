@@ -284,9 +284,10 @@ func (j *Job) onRankStatus(m *protocol.RankMessage) {
 // stoppedAsAgreed reports whether a rank that closed did so at the stop
 // rank 0 announced for a preemption or the job's end, after which every
 // rank's process exits: a rank that gets there first (rank 0 is slower, or
-// busy) closes before rank 0 has stopped itself, and that is no loss.
+// busy) closes before rank 0 has stopped itself, and that is no loss. (Such
+// a rank reports itself running: it exits instead of parking.)
 func stoppedAsAgreed(r *ranks, m *protocol.RankMessage) bool {
-	return r.stopAt >= 0 && m.Gen == r.gen && !m.Running && m.Step == r.stopAt &&
+	return r.stopAt >= 0 && m.Gen == r.gen && m.Step == r.stopAt &&
 		(r.stop == protocol.StopPreempt || r.stop == protocol.StopEnd)
 }
 

@@ -548,8 +548,12 @@ func TestRankProcesses_InExitModeEveryRankExitsAtTheSameStepAndTheRestartResumes
 		for _, p := range procs {
 			pre := p.prefixed("preempted ")
 			if p.code != 0 || len(pre) != 1 || pre[0] != procs[0].prefixed("preempted ")[0] {
-				t.Fatalf("preemption %d: rank %d exited %d after %v, rank 0 after %v: %v", i+1, p.rank, p.code,
-					pre, procs[0].prefixed("preempted "), p.output())
+				var all []string
+				for _, q := range procs {
+					all = append(all, fmt.Sprintf("rank %d (exit %d): %v", q.rank, q.code, q.output()))
+				}
+				t.Fatalf("preemption %d: rank %d exited %d after %v, rank 0 after %v:\n%s", i+1, p.rank, p.code,
+					pre, procs[0].prefixed("preempted "), strings.Join(all, "\n"))
 			}
 		}
 		stops = append(stops, procs[0].prefixed("preempted ")[0])

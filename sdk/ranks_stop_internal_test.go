@@ -26,7 +26,8 @@ func rank0Stopping(stop protocol.RankStop) *Job {
 // agreement.
 func TestRanks_ARankThatClosesAtTheAgreedPreemptionIsNotLost(t *testing.T) {
 	closed := func(step int64, gen uint64) *protocol.RankMessage {
-		return &protocol.RankMessage{Rank: 1, Proc: 7, Gen: gen, Step: step, Reason: "closed"}
+		// A follower that stopped to exit does not park, so it says running.
+		return &protocol.RankMessage{Rank: 1, Proc: 7, Gen: gen, Step: step, Running: true, Reason: "closed"}
 	}
 	for _, c := range []struct {
 		name string
