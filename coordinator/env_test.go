@@ -284,11 +284,11 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name, label, value str
 	return 0
 }
 
-// embeddedConn starts an embedded server on dir that does not listen, and a
-// connection to it; both end with the test.
-func embeddedConn(t testing.TB, dir string) (*Embedded, *nats.Conn) {
+// embeddedConn starts an embedded server with cfg and a connection to it;
+// both end with the test.
+func embeddedConn(t testing.TB, cfg EmbeddedConfig) (*Embedded, *nats.Conn) {
 	t.Helper()
-	emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, DontListen: true})
+	emb, err := StartEmbedded(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,16 +224,7 @@ type loadNATS struct {
 func startLoadNATS(t *testing.T) *loadNATS {
 	dir := t.TempDir()
 	if os.Getenv("SHOCKWAVE_LOAD_NATS") != "process" {
-		emb, err := StartEmbedded(EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(emb.Shutdown)
-		nc, err := emb.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
+		emb, nc := embeddedConn(t, EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
 		return &loadNATS{url: emb.ClientURL(), nc: nc}
 	}
 	c := exec.Command(os.Args[0], "-test.run=^TestLoad_ServerChild$", "-test.timeout=0")

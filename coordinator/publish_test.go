@@ -80,7 +80,7 @@ func TestPublish_EveryJobsLeasesArriveInRoundOrderOverSeveralConnections(t *test
 // every job's leases in the order they were queued; the round batches are
 // measured once, after all four connections flushed.
 func TestPublish_AJobsLeasesKeepTheirOrderAcrossTheConnections(t *testing.T) {
-	_, nc := embeddedConn(t, t.TempDir())
+	_, nc := embeddedConn(t, EmbeddedConfig{DataDir: t.TempDir(), DontListen: true})
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
 	var mu sync.Mutex
 	got := map[string][]int{}
