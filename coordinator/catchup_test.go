@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,21 @@ func (c *cluster) logBounds() (first, last uint64) {
 	return info.State.FirstSeq, info.State.LastSeq
 }
 
+// freezeUntilCompactedPast stops a coordinator process (SIGSTOP) and waits
+// until the leader compacted the log well past it. The server goes on
+// sending it what its pull requests asked for (up to 500 records, the
+// client's default) into its socket: the log must be compacted past those
+// too.
+func (c *cluster) freezeUntilCompactedPast(cmd *exec.Cmd) {
+	c.t.Helper()
+	signal(c.t, cmd, syscall.SIGSTOP)
+	_, frozenAt := c.logBounds()
+	eventually(c.t, 60*time.Second, "the log compacted past the frozen coordinator", func() bool {
+		first, _ := c.logBounds()
+		return first > frozenAt+1000
+	})
+}
+
 // A standby frozen while the leader snapshots and compacts the log finds
 // the records it needs next gone when it thaws. It must continue from the
 // newest snapshot (they are not lost), not stop with an integrity error and
@@ -36,15 +52,7 @@ func TestFailover_AStandbyFrozenPastTheCompactionContinuesFromTheNewestSnapshot(
 	c, p, d, stop := newPairWithJobs(t, "f0", "f1", "f2")
 	defer stop()
 	leader, standby, epoch := p.leader, p.standby, p.epoch
-	signal(t, standby, syscall.SIGSTOP)
-	_, frozenAt := c.logBounds()
-	// The server goes on sending it what its pull requests asked for (up to
-	// 500 records, the client's default) into its socket: the log must be
-	// compacted past those too.
-	eventually(t, 60*time.Second, "the log compacted past the frozen standby", func() bool {
-		first, _ := c.logBounds()
-		return first > frozenAt+1000
-	})
+	c.freezeUntilCompactedPast(standby)
 	signal(t, standby, syscall.SIGCONT)
 	defer func() {
 		if t.Failed() {
@@ -66,5 +74,51 @@ func TestFailover_AStandbyFrozenPastTheCompactionContinuesFromTheNewestSnapshot(
 	p.stopAndCompare(t, c, d, stop, standby)
 	if logs := c.logs.String(); strings.Contains(logs, "are missing") || strings.Contains(logs, "integrity") {
 		t.Errorf("the standby took the compaction for damage")
+	}
+}
+
+// The same frozen standby when every stored snapshot is damaged (a broken
+// disk under the object store) cannot rebuild what was compacted away: it
+// must stop with the integrity error, not fold on past the gap and never
+// lead with that state.
+func TestFailover_AStandbyBehindTheCompactionWithDamagedSnapshotsStops(t *testing.T) {
+	c, p, _, stop := newPairWithJobs(t, "g0", "g1")
+	defer stop()
+	leader, standby := p.leader, p.standby
+	c.freezeUntilCompactedPast(standby)
+	signal(t, leader, syscall.SIGSTOP) // no new snapshot replaces the damaged ones
+	defer signal(t, leader, syscall.SIGCONT)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	obj, err := c.js.ObjectStore(ctx, snapshotBucket(protocol.DefaultPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := obj.List(ctx)
+	if err != nil || len(infos) == 0 {
+		t.Fatalf("no stored snapshots to damage: %v", err)
+	}
+	for _, in := range infos {
+		if _, err := obj.PutBytes(ctx, in.Name, []byte("not a snapshot")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signal(t, standby, syscall.SIGCONT)
+	exited := make(chan error, 1)
+	go func() { exited <- standby.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Errorf("the standby exited cleanly")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the standby did not stop:\n%s", c.logs.String())
+	}
+	logs := c.logs.String()
+	if !strings.Contains(logs, "are missing") || strings.Contains(logs, "fell behind the log's compaction") {
+		t.Errorf("want the integrity error naming the missing records, and no continuation:\n%s", logs)
+	}
+	if n := strings.Count(logs, "log replayed; serving"); n != 1 {
+		t.Errorf("%d coordinators served; only the first leader may:\n%s", n, logs)
 	}
 }
