@@ -40,8 +40,8 @@ func (s *Service) behind(r record) (skip bool) {
 	}
 	err := s.continueFromSnapshot(r)
 	if err == nil {
-		if s.start != nil {
-			s.start.expected = s.fold.seq + 1
+		if s.start != nil { // still replaying: the start's record of where it began moves too
+			s.start.restored, s.start.expected = s.fold.seq, s.fold.seq+1
 		}
 		return r.Seq <= s.fold.seq
 	}
