@@ -12,6 +12,9 @@ const (
 	DefaultRoundSeconds       = 120
 	DefaultMaxFailedLeases    = 5
 	DefaultRuntimeLimitFactor = 1.5
+	// MaxLeaseRounds bounds Config.LeaseRounds: a lease longer than this
+	// many rounds would let a job that missed its SUSPEND run on too long.
+	MaxLeaseRounds = 16
 )
 
 // Config sets up a Core. The zero value of every optional field means its
@@ -42,6 +45,15 @@ type Config struct {
 	// LeaseGraceSeconds is added to a lease's end to form its expiry, so a
 	// job is not cut off by a coordinator that is a little late (default 0).
 	LeaseGraceSeconds float64
+	// LeaseRounds is how many rounds a RUN lease covers (default 1; at
+	// most MaxLeaseRounds). With more than one, a RUN lease is valid for
+	// LeaseRounds rounds plus the grace, and a job that keeps its grant is
+	// sent a renewal only once less than two rounds of its lease remain:
+	// every LeaseRounds−1 rounds instead of every round, and a renewal may
+	// come a whole round late without stopping the job. A preempted job is
+	// told so by a SUSPEND lease as before, sent again when it reports
+	// progress while it holds no grant (lifecycle.go, leases.go).
+	LeaseRounds int
 	// JobTimeoutSeconds marks an active job lost when it sent nothing (no
 	// registration, no event, not even a heartbeat) for this long; its
 	// GPUs go to others until it comes back (lifecycle.go). 0 disables it:
@@ -75,6 +87,12 @@ func (c *Config) Validate() error {
 	}
 	if math.IsNaN(c.RuntimeLimitFactor) || math.IsNaN(c.LeaseGraceSeconds) || c.LeaseGraceSeconds < 0 {
 		return fmt.Errorf("coordinator: config: invalid runtime limit factor or lease grace")
+	}
+	if c.LeaseRounds == 0 {
+		c.LeaseRounds = 1
+	}
+	if c.LeaseRounds < 1 || c.LeaseRounds > MaxLeaseRounds {
+		return fmt.Errorf("coordinator: config: lease rounds %d out of range [1, %d]", c.LeaseRounds, MaxLeaseRounds)
 	}
 	if math.IsNaN(c.JobTimeoutSeconds) || c.JobTimeoutSeconds < 0 {
 		return fmt.Errorf("coordinator: config: job timeout %gs is negative", c.JobTimeoutSeconds)

@@ -52,6 +52,11 @@ type Round struct {
 	Leases []protocol.Lease `json:"leases"` // RUN, SUSPEND and EXIT, in that order
 	Ended  []Ended          `json:"ended,omitempty"`
 	Lost   []Ended          `json:"lost,omitempty"` // jobs marked lost at this tick (lifecycle.go)
+	// Covered names the jobs whose RUN lease in Leases need not be sent:
+	// the lease sent to them in an earlier round still covers this one
+	// (Config.LeaseRounds > 1, leases.go). Their lease here carries that
+	// earlier lease's expiry.
+	Covered []string `json:"covered,omitempty"`
 }
 
 type job struct {
@@ -69,6 +74,8 @@ type job struct {
 	devices      []protocol.NodeDevices // the same grant per node (place.go)
 	next         []protocol.NodeDevices // this tick's grant while placing
 	void         string                 // why the current lease became void (nodes.go)
+	runUntil     float64                // expiry of the most recent RUN lease sent (leases.go)
+	resuspended  int                    // 1 + the round of the last SUSPEND sent again (leases.go), 0 if none
 
 	node    string // resident process's node ("" when none)
 	visible []int  // its visible local devices, sorted (empty: all)
@@ -252,7 +259,7 @@ func (c *Core) progress(j *job, e *protocol.Event) *protocol.Lease {
 		l.Reason = reason
 		return &l
 	}
-	return nil
+	return c.resuspend(j, e, c.now)
 }
 
 // measure records the throughput of the current lease under the index of

@@ -292,6 +292,11 @@ func (f *fold) wholeTick(t *tickRecord, o outcome) outcome {
 
 // closed records a round that started: its leases carry epoch.
 func (f *fold) closed(round *Round, epoch uint64, o *outcome) {
+	if len(round.Covered) > 0 && !issuedIn(f.last, epoch) {
+		// The first round of a new leader: every lease is sent, so that
+		// every job learns the new epoch (a job drops leases of older ones).
+		round.Covered = nil
+	}
 	for i := range round.Leases {
 		round.Leases[i].Epoch = epoch
 	}
@@ -385,6 +390,7 @@ func replyCode(err error) protocol.ErrorCode {
 func sameConfig(a, b *configRecord) bool {
 	return a.GPUs == b.GPUs && a.RoundSeconds == b.RoundSeconds && a.MaxFailed == b.MaxFailed &&
 		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
+		a.leaseRounds() == b.leaseRounds() &&
 		a.Dynamic == b.Dynamic && reflect.DeepEqual(a.Cluster, b.Cluster) && a.Reallocate == b.Reallocate &&
 		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
 }

@@ -152,7 +152,8 @@ func (s *Service) startRound(r record, o *outcome) {
 	}
 	s.roundOpen, s.planAsked = time.Time{}, time.Time{}
 	times.Closed = time.Now()
-	s.enqueueLeases(leaseBatch{leases: rd.Leases, round: rd, times: times})
+	s.m.leasesCovered.Add(float64(len(rd.Covered)))
+	s.enqueueLeases(leaseBatch{leases: toSend(rd), round: rd, times: times})
 
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)

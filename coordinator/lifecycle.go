@@ -158,13 +158,7 @@ func (c *Core) drop(j *job, s JobState, reason string) {
 // lost; one that held a lease gets a SUSPEND lease, as its GPUs go to
 // others. It returns those SUSPEND leases.
 func (c *Core) expire(now float64) []protocol.Lease {
-	if c.cfg.ExpireLeases && c.life.ticked && now > c.life.lastTick+c.cfg.RoundSeconds+c.cfg.LeaseGraceSeconds {
-		for _, j := range c.active {
-			if j.leaseRound == c.round-1 {
-				j.leaseRound, j.workers, j.devices = -1, nil, nil
-			}
-		}
-	}
+	c.leasesExpired(now)
 	if c.cfg.JobTimeoutSeconds <= 0 {
 		return nil
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,7 @@ type Metrics struct {
 	tickToLease    prometheus.Histogram
 	granted        *prometheus.CounterVec
 	revoked        *prometheus.CounterVec
+	leasesCovered  prometheus.Counter
 	accepted       prometheus.Counter
 	rejected       *prometheus.CounterVec
 	registrations  *prometheus.CounterVec
@@ -52,7 +54,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		solve:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_solve_seconds", Help: "Time Core.Tick took: settling, the policy's allocation, placement.", Buckets: lat}),
 		tickToLease:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_tick_to_last_lease_seconds", Help: "From the round timer to the last lease of the round flushed to NATS.", Buckets: lat}),
 		granted:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_granted_total", Help: "RUN leases published, by kind (new or extension)."}, []string{"kind"}),
-		revoked:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_revoked_total", Help: "SUSPEND and EXIT leases published, by reason (preempted, lost, exit)."}, []string{"reason"}),
+		revoked:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_revoked_total", Help: "SUSPEND and EXIT leases published, by reason (preempted, lost, exit, resent: a SUSPEND sent again to a job that reported progress without a grant)."}, []string{"reason"}),
+		leasesCovered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_covered_total", Help: "RUN renewals not sent because the lease the job holds from an earlier round still covers the round (lease rounds above 1)."}),
 		accepted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_events_accepted_total", Help: "Job events folded into the state."}),
 		rejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_events_rejected_total", Help: "Job events and event batches rejected, by reason."}, []string{"reason"}),
 		registrations:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_registrations_total", Help: "Registration requests, by result."}, []string{"result"}),
@@ -67,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		loopStep:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shockwave_loop_step_seconds", Help: "How long one step held the service loop (a log record folded and what it published, a status reply, a round's tick or close), by kind; events wait meanwhile.", Buckets: lat}, []string{"kind"}),
 		labeled:        map[string]bool{},
 	}
-	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.accepted,
+	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.leasesCovered, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
 		m.logWrites, m.deposed, m.loopStep)
 	m.snapshotMetrics = newSnapshotMetrics(reg)
@@ -123,8 +126,10 @@ func (m *Metrics) observeLease(l *protocol.Lease) {
 		m.granted.WithLabelValues("new").Inc()
 	case l.Action == protocol.Exit:
 		m.revoked.WithLabelValues("exit").Inc()
-	case len(l.Reason) >= 4 && l.Reason[:4] == "lost":
+	case strings.HasPrefix(l.Reason, "lost"):
 		m.revoked.WithLabelValues("lost").Inc()
+	case strings.HasPrefix(l.Reason, resuspendReason):
+		m.revoked.WithLabelValues("resent").Inc()
 	default:
 		m.revoked.WithLabelValues("preempted").Inc()
 	}

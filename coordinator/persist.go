@@ -59,12 +59,15 @@ func streamNames(prefix string) (stream, bucket string) {
 // policy a replay must rebuild. A coordinator refuses to continue a log
 // written with another configuration.
 type configRecord struct {
-	V            int             `json:"v"`
-	GPUs         int             `json:"gpus"`
-	RoundSeconds float64         `json:"round_seconds"`
-	MaxFailed    int             `json:"max_failed_leases"`
-	RuntimeLimit float64         `json:"runtime_limit_factor"`
-	LeaseGrace   float64         `json:"lease_grace_seconds"`
+	V            int     `json:"v"`
+	GPUs         int     `json:"gpus"`
+	RoundSeconds float64 `json:"round_seconds"`
+	MaxFailed    int     `json:"max_failed_leases"`
+	RuntimeLimit float64 `json:"runtime_limit_factor"`
+	LeaseGrace   float64 `json:"lease_grace_seconds"`
+	// LeaseRounds is Config.LeaseRounds when above 1 (absent, i.e. 1, in
+	// logs of one-round leases, and in those from before it existed).
+	LeaseRounds  int             `json:"lease_rounds,omitempty"`
 	JobTimeout   float64         `json:"job_timeout_seconds"`
 	Policy       string          `json:"policy"`
 	PolicyConfig json.RawMessage `json:"policy_config,omitempty"`
@@ -82,6 +85,9 @@ func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord,
 		MaxFailed: cfg.MaxFailedLeases, RuntimeLimit: cfg.RuntimeLimitFactor,
 		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol, Dynamic: cfg.Dynamic,
 		Reallocate: opts.ReallocateOnChange}
+	if cfg.LeaseRounds > 1 {
+		rec.LeaseRounds = cfg.LeaseRounds
+	}
 	if cl := cfg.Cluster; len(cl.Nodes) > 0 && !reflect.DeepEqual(cl, topology.Flat(cfg.GPUs)) {
 		rec.Cluster = &topology.Cluster{Nodes: slices.Clone(cl.Nodes)}
 	}
@@ -111,12 +117,15 @@ func (r *configRecord) core() (*Core, error) {
 	}
 	cfg := Config{GPUs: r.GPUs, RoundSeconds: r.RoundSeconds, MaxFailedLeases: r.MaxFailed,
 		RuntimeLimitFactor: r.RuntimeLimit, LeaseGraceSeconds: r.LeaseGrace,
-		JobTimeoutSeconds: r.JobTimeout, ExpireLeases: true, Dynamic: r.Dynamic}
+		JobTimeoutSeconds: r.JobTimeout, ExpireLeases: true, Dynamic: r.Dynamic, LeaseRounds: r.leaseRounds()}
 	if r.Cluster != nil {
 		cfg.Cluster = *r.Cluster
 	}
 	return NewCore(cfg, p)
 }
+
+// leaseRounds is the recorded Config.LeaseRounds.
+func (r *configRecord) leaseRounds() int { return max(r.LeaseRounds, 1) }
 
 // clusterString names the recorded cluster: its short form, "flat" for the
 // flat pool, "dynamic" with agents.

@@ -43,6 +43,7 @@ type OpenRound struct {
 	waits    []policy.Explanation
 	lost     []protocol.Lease // SUSPEND leases of jobs marked lost
 	exits    []protocol.Lease // EXIT leases of jobs that failed too often
+	covered  []string         // jobs whose RUN lease need not be sent (leases.go)
 	ended    []Ended
 	lostJobs []Ended
 	changed  bool // a job the plan runs ended while the round was open

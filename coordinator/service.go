@@ -19,6 +19,12 @@ import (
 // DefaultJobTimeoutRounds is the service's default job timeout, in rounds.
 const DefaultJobTimeoutRounds = 3
 
+// DefaultLeaseRounds is the service's Config.LeaseRounds in a new log: a
+// RUN lease covers three rounds, so a job that keeps its GPUs is sent a
+// renewal every other round, and a coordinator that fails over within a
+// round and a quarter stops no job (leases.go).
+const DefaultLeaseRounds = 3
+
 // ServiceConfig sets up a Service. Zero values mean the documented defaults.
 type ServiceConfig struct {
 	// Core configures the state machine. GPUs or Cluster is required
@@ -26,7 +32,12 @@ type ServiceConfig struct {
 	// always sets ExpireLeases; JobTimeoutSeconds defaults to
 	// DefaultJobTimeoutRounds rounds and LeaseGraceSeconds to a quarter
 	// round, so that a lease outlives the small delay of its renewal.
+	// LeaseRounds 0 means DefaultLeaseRounds in a new log and the log's
+	// own in a log the service continues; another value must match the
+	// log's.
 	Core Config
+	// leaseRoundsUnset records that Core.LeaseRounds was 0 (validate).
+	leaseRoundsUnset bool
 	// Policy names the allocation policy (required); PolicyOptions is
 	// passed to its constructor.
 	Policy        string
@@ -130,6 +141,10 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.SnapshotRounds < 0 || c.LogMaxBytes < 0 {
 		return fmt.Errorf("coordinator: snapshot interval %d rounds or log limit %d bytes is negative", c.SnapshotRounds, c.LogMaxBytes)
+	}
+	c.leaseRoundsUnset = c.Core.LeaseRounds == 0
+	if c.leaseRoundsUnset {
+		c.Core.LeaseRounds = DefaultLeaseRounds
 	}
 	if err := c.Core.Validate(); err != nil {
 		return err
@@ -365,11 +380,14 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 		logged = s.fold.cfg // the log was compacted: the snapshot carries its configuration
 	}
 	if logged != nil {
+		if s.cfg.leaseRoundsUnset { // continue with the log's
+			mine.LeaseRounds = logged.LeaseRounds
+		}
 		if !sameRules(logged, &mine) {
-			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, re-allocate on change %v, policy config %s); "+
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, lease rounds %d, re-allocate on change %v, policy config %s); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
 				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace,
-				logged.Reallocate, orNone(logged.PolicyConfig))
+				logged.leaseRounds(), logged.Reallocate, orNone(logged.PolicyConfig))
 		}
 		if !sameConfig(logged, &mine) {
 			s.log.Info().Str("log_cluster", logged.clusterString()).Msg("the cluster differs from the one the log started with; it is resized, if needed, once this coordinator leads")
@@ -709,7 +727,7 @@ func (s *Service) goLive() {
 		if s.tickWanted.Before(now.Add(grace)) {
 			s.tickWanted = now.Add(grace)
 		}
-		if cfg := s.cfg.Core; now.Before(wall(last.Start + cfg.RoundSeconds + cfg.LeaseGraceSeconds)) {
+		if now.Before(wall(lastExpiry(last))) {
 			s.publishLeases(last.Leases) // jobs may have missed them when the old coordinator died
 		}
 	}

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ import (
 // leases, same plans, for any input that follows.
 
 // coreStateVersion is the version of the Core's state encoding.
-const coreStateVersion = 2 // 2: submitted jobs (managed, adopted, reason)
+const coreStateVersion = 3 // 2: submitted jobs (managed, adopted, reason); 3: leases of several rounds (runUntil, resuspended)
 
 // appendState writes the Core's state to e.
 func (c *Core) appendState(e *wire.Encoder) error {
@@ -57,6 +58,7 @@ type coreImage struct {
 	total           int
 	dynamic         bool
 	policy          string
+	version         int // the encoding's version: 0 is coreStateVersion (others: tests)
 }
 
 // jobImage is a job as captured: a shallow copy whose measurements are
@@ -109,11 +111,12 @@ func (img *coreImage) append(e *wire.Encoder) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: snapshot of the last plan: %w", err)
 	}
-	e.Int(coreStateVersion)
+	version := cmp.Or(img.version, coreStateVersion)
+	e.Int(version)
 	slices.SortFunc(img.jobs, func(a, b jobImage) int { return strings.Compare(a.j.view.ID, b.j.view.ID) })
 	e.Len(len(img.jobs))
 	for i := range img.jobs {
-		img.jobs[i].append(e)
+		img.jobs[i].append(e, version)
 	}
 	appendStrs(e, img.pending)
 	appendStrs(e, img.active)
@@ -164,14 +167,15 @@ func (c *Core) returnPolicy() {
 
 // loadState reads a state written by appendState into a fresh Core.
 func (c *Core) loadState(d *wire.Decoder) error {
-	if v := d.Int(); d.Err() == nil && v != coreStateVersion {
-		return fmt.Errorf("coordinator: core state version %d, want %d", v, coreStateVersion)
+	version := d.Int()
+	if d.Err() == nil && (version < 2 || version > coreStateVersion) {
+		return fmt.Errorf("coordinator: core state version %d, want 2 to %d", version, coreStateVersion)
 	}
 	n := d.Len(64)
 	c.jobs = make(map[string]*job, n)
 	for range n {
 		j := &job{}
-		j.load(d)
+		j.load(d, version)
 		if d.Err() != nil {
 			return d.Err()
 		}
@@ -217,7 +221,7 @@ func (c *Core) loadState(d *wire.Decoder) error {
 	return nil
 }
 
-func (ji *jobImage) append(e *wire.Encoder) {
+func (ji *jobImage) append(e *wire.Encoder, version int) {
 	j := &ji.j
 	v := &j.view
 	e.Str(v.ID)
@@ -280,6 +284,10 @@ func (ji *jobImage) append(e *wire.Encoder) {
 	e.Bool(j.managed) // submitted jobs (submit.go)
 	e.Bool(j.adopted)
 	e.Str(j.reason)
+	if version >= 3 {
+		e.F64(j.runUntil)
+		e.Int(j.resuspended)
+	}
 }
 
 func appendMeasurement(e *wire.Encoder, m policy.Measurement) {
@@ -288,8 +296,10 @@ func appendMeasurement(e *wire.Encoder, m policy.Measurement) {
 	e.Int(m.BatchSize)
 }
 
-// load reads a job.
-func (j *job) load(d *wire.Decoder) {
+// load reads a job written by state version version. A version-2 state
+// comes from a log of one-round leases, whose job.runUntil is only ever
+// written: it loads as 0.
+func (j *job) load(d *wire.Decoder, version int) {
 	v := &j.view
 	v.ID, v.Seq, v.Model, v.Mode = d.Str(), d.IntIn(0, math.MaxInt32), d.Str(), d.Str()
 	v.Workers, v.Priority = d.IntIn(1, math.MaxInt32), d.F64()
@@ -320,6 +330,9 @@ func (j *job) load(d *wire.Decoder) {
 	id.steps, id.isolatedSeconds = d.I64(), d.F64()
 	j.lastHeard, j.readmit = d.F64(), d.Bool()
 	j.managed, j.adopted, j.reason = d.Bool(), d.Bool(), d.Str()
+	if version >= 3 {
+		j.runUntil, j.resuspended = d.F64(), d.IntIn(0, math.MaxInt32)
+	}
 	if d.Err() != nil {
 		return
 	}

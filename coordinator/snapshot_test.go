@@ -73,74 +73,106 @@ func TestSnapshot_RestoredFoldMatchesTheUninterruptedOneForEveryPolicy(t *testin
 		if pc.opts.Config != nil {
 			name += "-profile"
 		}
+		t.Run(name, func(t *testing.T) { checkRestores(t, newHistory(t, pc.name, pc.opts, 8, 42)) })
+	}
+}
+
+// TestSnapshot_RestoresMatchWithLeasesOfSeveralRounds: the same with
+// leases of three rounds, whose covered renewals (Round.Covered) and lease
+// history (job.runUntil) a restore keeps.
+func TestSnapshot_RestoresMatchWithLeasesOfSeveralRounds(t *testing.T) {
+	for _, name := range []string{"shockwave", "gavel"} {
 		t.Run(name, func(t *testing.T) {
-			h := newHistory(t, pc.name, pc.opts, 8, 42)
-			outs := make([][]byte, len(h.records)) // the configuration record came before onApply
-			snaps := map[int][]byte{}              // record index → snapshot after it
-			ticks := 0
-			h.onApply = func(i int, r record, o *outcome) {
-				outs = append(outs, outcomeBytes(o))
-				if h.f.core == nil {
-					return
-				}
-				if o.kind == kindTick {
-					ticks++
-				}
-				// after a round closed, and a few records into a round (a
-				// snapshot is never taken while a round solves)
-				if (o.kind == kindPlan && ticks%5 == 2) || (ticks%5 == 3 && o.kind == kindEvents && i%4 == 0 && h.f.open == nil) {
-					data, err := h.f.encodeState()
-					if err != nil {
-						t.Fatalf("snapshot after record %d: %v", r.Seq, err)
-					}
-					snaps[i] = data
+			cfg := historyConfig(8)
+			cfg.LeaseRounds = 3
+			h := newHistoryOn(t, name, policy.Options{}, cfg, 42)
+			covered := 0
+			h.onApply = func(_ int, _ record, o *outcome) {
+				if o.round != nil {
+					covered += len(o.round.Covered)
 				}
 			}
-			h.run(14, 32)
-			final, err := h.f.encodeState()
-			if err != nil {
-				t.Fatal(err)
+			checkRestores(t, h)
+			if covered == 0 {
+				t.Errorf("no lease was covered")
 			}
-			if len(snaps) < 6 {
-				t.Fatalf("only %d snapshots taken", len(snaps))
-			}
-			solved, ended := 0, 0
-			for i, data := range snaps {
-				s, err := DecodeStateSnapshot(data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f, err := s.restore(h.subj, protocol.DefaultMaxMessageBytes)
-				if err != nil {
-					t.Fatalf("restore of the snapshot after record %d: %v", i+1, err)
-				}
-				if again, _ := f.encodeState(); !bytes.Equal(again, data) {
-					t.Fatalf("snapshot after record %d does not survive a restore byte for byte", i+1)
-				}
-				for k := i + 1; k < len(h.records); k++ {
-					o := f.apply(h.records[k])
-					h.changeMembers(f.core, k)
-					if o.round != nil && o.round.Plan.Solved {
-						solved++
-					}
-					if o.round != nil {
-						ended += len(o.round.Ended)
-					}
-					if got := outcomeBytes(&o); !bytes.Equal(got, outs[k]) {
-						t.Fatalf("restored from the snapshot after record %d, record %d (%s) gives\n%s\nuninterrupted\n%s",
-							i+1, k+1, h.records[k].Subject, got, outs[k])
-					}
-				}
-				if got, _ := f.encodeState(); !bytes.Equal(got, final) {
-					t.Fatalf("restored from the snapshot after record %d, the final state differs", i+1)
-				}
-			}
-			if solved == 0 || ended == 0 {
-				t.Errorf("the history exercised too little: %d solved rounds, %d ended jobs after restores", solved, ended)
-			}
-			t.Logf("%d records, %d rounds, %d snapshots, final snapshot %d bytes", len(h.records), ticks, len(snaps), len(final))
 		})
 	}
+}
+
+// checkRestores runs h (14 rounds of 32 jobs at most), snapshots the fold
+// at points along it, and checks that a fold restored from each gives the
+// same outcome for every later record and the same final state.
+func checkRestores(t *testing.T, h *history) {
+	t.Helper()
+	outer := h.onApply
+	outs := make([][]byte, len(h.records)) // the configuration record came before onApply
+	snaps := map[int][]byte{}              // record index → snapshot after it
+	ticks := 0
+	h.onApply = func(i int, r record, o *outcome) {
+		if outer != nil {
+			outer(i, r, o)
+		}
+		outs = append(outs, outcomeBytes(o))
+		if h.f.core == nil {
+			return
+		}
+		if o.kind == kindTick {
+			ticks++
+		}
+		// after a round closed, and a few records into a round (a
+		// snapshot is never taken while a round solves)
+		if (o.kind == kindPlan && ticks%5 == 2) || (ticks%5 == 3 && o.kind == kindEvents && i%4 == 0 && h.f.open == nil) {
+			data, err := h.f.encodeState()
+			if err != nil {
+				t.Fatalf("snapshot after record %d: %v", r.Seq, err)
+			}
+			snaps[i] = data
+		}
+	}
+	h.run(14, 32)
+	final, err := h.f.encodeState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) < 6 {
+		t.Fatalf("only %d snapshots taken", len(snaps))
+	}
+	solved, ended := 0, 0
+	for i, data := range snaps {
+		s, err := DecodeStateSnapshot(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.restore(h.subj, protocol.DefaultMaxMessageBytes)
+		if err != nil {
+			t.Fatalf("restore of the snapshot after record %d: %v", i+1, err)
+		}
+		if again, _ := f.encodeState(); !bytes.Equal(again, data) {
+			t.Fatalf("snapshot after record %d does not survive a restore byte for byte", i+1)
+		}
+		for k := i + 1; k < len(h.records); k++ {
+			o := f.apply(h.records[k])
+			h.changeMembers(f.core, k)
+			if o.round != nil && o.round.Plan.Solved {
+				solved++
+			}
+			if o.round != nil {
+				ended += len(o.round.Ended)
+			}
+			if got := outcomeBytes(&o); !bytes.Equal(got, outs[k]) {
+				t.Fatalf("restored from the snapshot after record %d, record %d (%s) gives\n%s\nuninterrupted\n%s",
+					i+1, k+1, h.records[k].Subject, got, outs[k])
+			}
+		}
+		if got, _ := f.encodeState(); !bytes.Equal(got, final) {
+			t.Fatalf("restored from the snapshot after record %d, the final state differs", i+1)
+		}
+	}
+	if solved == 0 || ended == 0 {
+		t.Errorf("the history exercised too little: %d solved rounds, %d ended jobs after restores", solved, ended)
+	}
+	t.Logf("%d records, %d rounds, %d snapshots, final snapshot %d bytes", len(h.records), ticks, len(snaps), len(final))
 }
 
 func TestSnapshot_EveryPolicyCanSaveItsState(t *testing.T) {
@@ -278,7 +310,7 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// open, frozen and later are empty between rounds, where every snapshot is
 		// taken; lent is false but while one is being taken (snapshot.go).
 		{reflect.TypeOf(Core{}), "cfg pol jobs pending active nextSeq round now plan ended life open frozen later lent nodes nodeAt total dynamic"},
-		{reflect.TypeOf(job{}), "view state lastSeq failures limit leaseRound leaseSteps leaseElapsed leaseBatch workers devices next void node visible ident lastHeard readmit managed adopted reason"},
+		{reflect.TypeOf(job{}), "view state lastSeq failures limit leaseRound leaseSteps leaseElapsed leaseBatch workers devices next void runUntil resuspended node visible ident lastHeard readmit managed adopted reason"},
 		{reflect.TypeOf(liveness{}), "lastTick ticked lost"},
 		{reflect.TypeOf(policy.Job{}), "ID Seq Model Mode Workers Priority SubmitTime AdmitTime AdmitRound InitialBatchSize BatchSize DatasetSize Throughput StepsDone TotalSteps Epoch RunTime PlannedBatchSizes PlannedEpochSeconds IsolatedSeconds Measurements LastRun"},
 		{reflect.TypeOf(policy.GavelRound{}), "alloc MinResetSeconds ReallocateOnChange x jobTime deficit workerTime lastReset update gpus"},

@@ -121,7 +121,7 @@ func (c *Core) EndTick(plan *policy.Plan, solveErr error) (*Round, error) {
 	r.Leases = c.issue(pl, run, t)
 	r.Leases = append(r.Leases, t.lost...)
 	r.Leases = append(r.Leases, t.exits...)
-	r.Ended, r.Lost = t.ended, t.lostJobs
+	r.Ended, r.Lost, r.Covered = t.ended, t.lostJobs, t.covered
 	c.life.lastTick, c.life.ticked = t.now, true
 	c.plan = plan
 	c.round++
@@ -195,6 +195,9 @@ func (c *Core) issue(p *placer, run []*job, t *OpenRound) []protocol.Lease {
 		l.Workers = p.ids(j.next)
 		l.Devices = cloneGrant(j.next)
 		l.Extension = c.ranLast(j) && sameGrant(j.devices, j.next)
+		if c.runLease(j, &l, t.now) {
+			t.covered = append(t.covered, j.view.ID)
+		}
 		leases = append(leases, l)
 		scheduled[j] = true
 	}

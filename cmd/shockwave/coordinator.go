@@ -36,15 +36,15 @@ var signalContext = func() (context.Context, context.CancelFunc) {
 }
 
 type coordFlags struct {
-	listen, natsURL, natsCreds, dataDir, policy, config, http, prefix string
-	auth, token, tokenFile, logFormat, logLevel, info                 string
-	tlsCert, tlsKey, tlsCA, nodes, cluster                            string
-	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient             int
-	round, jobTimeout, leaseGrace, leaderTTL                          time.Duration
-	agentTimeout                                                      time.Duration
-	agents                                                            bool
-	reallocate                                                        bool
-	durability                                                        durabilityFlags
+	listen, natsURL, natsCreds, dataDir, policy, config, http, prefix  string
+	auth, token, tokenFile, logFormat, logLevel, info                  string
+	tlsCert, tlsKey, tlsCA, nodes, cluster                             string
+	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient, leaseRounds int
+	round, jobTimeout, leaseGrace, leaderTTL                           time.Duration
+	agentTimeout                                                       time.Duration
+	agents                                                             bool
+	reallocate                                                         bool
+	durability                                                         durabilityFlags
 }
 
 // durabilityFlags are the snapshot and recovery settings (docs/durability.md).
@@ -85,6 +85,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")
 	fs.DurationVar(&f.leaseGrace, "lease-grace", 0, "added to a lease's end to form its expiry (default a quarter round)")
+	fs.IntVar(&f.leaseRounds, "lease-rounds", 0, fmt.Sprintf("rounds a RUN lease covers: a job keeping its GPUs gets a renewal every N-1 rounds (1: every round; default %d in a new log, the log's own when continuing one)", coordinator.DefaultLeaseRounds))
 	fs.BoolVar(&f.agents, "agents", false, "the cluster is the set of live node agents (shockwave agent); --gpus may then be 0")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", coordinator.DefaultAgentTimeout, "a node whose agent sends no heartbeat for this long leaves the cluster")
 	fs.IntVar(&f.maxMessage, "max-message", protocol.DefaultMaxMessageBytes, "size limit of one message, in bytes")
@@ -175,6 +176,8 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", badInput("--job-timeout: %v must be at least one round (%v)", f.jobTimeout, f.round)
 	case f.leaseGrace < 0 || f.leaseGrace > f.round:
 		return cfg, "", badInput("--lease-grace: %v out of range [0, %v]", f.leaseGrace, f.round)
+	case f.leaseRounds < 0 || f.leaseRounds > coordinator.MaxLeaseRounds:
+		return cfg, "", badInput("--lease-rounds: %d out of range [1, %d]", f.leaseRounds, coordinator.MaxLeaseRounds)
 	case f.agentTimeout < 100*time.Millisecond:
 		return cfg, "", badInput("--agent-timeout: %v is shorter than 100ms", f.agentTimeout)
 	case f.maxMessage < 1024 || f.maxMessage > 64<<20:
@@ -216,7 +219,7 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
 		MaxJobs: f.maxJobs, MaxJobsPerClient: f.maxJobsPerClient, LeaderTTL: f.leaderTTL,
 		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
-			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds()}}
+			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds(), LeaseRounds: f.leaseRounds}}
 	if err := f.durability.apply(&cfg); err != nil {
 		return cfg, "", err
 	}

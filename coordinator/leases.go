@@ -1,0 +1,114 @@
+package coordinator
+
+import (
+	"fmt"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// Leases that cover several rounds (Config.LeaseRounds = L > 1).
+//
+// With L = 1 a RUN lease ends with its round plus the grace, so every job
+// that keeps running is sent a renewal every round: at 10,000 jobs on
+// 2,560 GPUs that is 1,600–1,700 messages a round that change nothing,
+// each a delivery to its own connection (docs/scale.md). With L > 1 a RUN
+// lease is valid for L rounds plus the grace from its round's start, and a
+// job that keeps the same grant is sent a new one only when the lease it
+// holds would end less than two rounds after this round's start: once
+// every L−1 rounds, and a renewal that comes a whole round late still
+// finds the job running. A coordinator that fails over within that time
+// stops no job.
+//
+// What it costs: a job preempted while it holds a lease for later rounds
+// must stop on its SUSPEND lease alone. The SUSPEND is sent at the round's
+// start as with L = 1, and once more in any round in which the job reports
+// progress later than the grace after that start while it holds no grant
+// (resuspend): a job that missed the SUSPEND, or ignored it, is told again
+// at most once a round until its last lease ends. Which leases are covered
+// is a function of the log (the round's start and each job's lease
+// history), so a replay or a standby covers the same ones.
+
+// runLease sets the expiry of j's RUN lease l issued at round start now,
+// and says whether it is covered: the lease j holds is the same grant and
+// lasts at least two more rounds, so it need not be sent.
+func (c *Core) runLease(j *job, l *protocol.Lease, now float64) (covered bool) {
+	if c.cfg.LeaseRounds <= 1 {
+		j.runUntil = l.Expiry
+		return false
+	}
+	if l.Extension && j.runUntil >= now+2*c.cfg.RoundSeconds {
+		l.Expiry = j.runUntil
+		return true
+	}
+	l.Expiry = now + float64(c.cfg.LeaseRounds)*c.cfg.RoundSeconds + c.cfg.LeaseGraceSeconds
+	j.runUntil = l.Expiry
+	return false
+}
+
+// leasesExpired voids, at a tick at time now, the leases of the previous
+// round that ended before now (ExpireLeases): those jobs stopped by
+// themselves. With L = 1 every such lease ends at the previous tick plus a
+// round and the grace; with L > 1 each at its own expiry.
+func (c *Core) leasesExpired(now float64) {
+	if !c.cfg.ExpireLeases || !c.life.ticked {
+		return
+	}
+	if c.cfg.LeaseRounds <= 1 && now <= c.life.lastTick+c.cfg.RoundSeconds+c.cfg.LeaseGraceSeconds {
+		return
+	}
+	for _, j := range c.active {
+		if j.leaseRound == c.round-1 && (c.cfg.LeaseRounds <= 1 || now > j.runUntil) {
+			j.leaseRound, j.workers, j.devices = -1, nil, nil
+		}
+	}
+}
+
+// resuspendReason begins the reason of a SUSPEND lease sent again.
+const resuspendReason = "no grant in this round"
+
+// resuspend is the SUSPEND lease sent again to j, which reported progress
+// at time now while it holds no grant (nil when none is due): with
+// L > 1, when the grace after this round's start has passed, j's last RUN
+// lease has not ended, and j was not told again this round.
+func (c *Core) resuspend(j *job, e *protocol.Event, now float64) *protocol.Lease {
+	if c.cfg.LeaseRounds <= 1 || e.Steps <= 0 || c.ranLast(j) || now >= j.runUntil ||
+		now <= c.life.lastTick+c.cfg.LeaseGraceSeconds || j.resuspended == c.round+1 {
+		return nil
+	}
+	j.resuspended = c.round + 1
+	l := c.lease(j, protocol.Suspend)
+	l.Reason = fmt.Sprintf("%s: progress reported at %.1fs; stop until a RUN lease", resuspendReason, now)
+	return &l
+}
+
+// lastExpiry is when the last of a round's leases ends.
+func lastExpiry(r *Round) float64 {
+	end := r.Start
+	for i := range r.Leases {
+		end = max(end, r.Leases[i].Expiry)
+	}
+	return end
+}
+
+// toSend is a round's leases without the covered ones.
+func toSend(r *Round) []protocol.Lease {
+	if len(r.Covered) == 0 {
+		return r.Leases
+	}
+	covered := make(map[string]bool, len(r.Covered))
+	for _, id := range r.Covered {
+		covered[id] = true
+	}
+	out := make([]protocol.Lease, 0, len(r.Leases)-len(r.Covered))
+	for _, l := range r.Leases {
+		if l.Action != protocol.Run || !covered[l.Job] {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// issuedIn says whether round's leases carry epoch (false when it has none).
+func issuedIn(round *Round, epoch uint64) bool {
+	return round != nil && len(round.Leases) > 0 && round.Leases[0].Epoch == epoch
+}

@@ -1,0 +1,296 @@
+package coordinator
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/shockwave-sched/shockwave/internal/wire"
+	"github.com/shockwave-sched/shockwave/policy"
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// leaseCore is a Core of gpus GPUs and 10 s rounds with a 2.5 s grace and
+// leases of rounds rounds, running policy name, with the jobs registered
+// at time 0.
+func leaseCore(t *testing.T, name string, gpus, rounds int, jobs ...string) *Core {
+	t.Helper()
+	pol, err := policy.New(name, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCore(Config{GPUs: gpus, RoundSeconds: 10, LeaseGraceSeconds: 2.5, LeaseRounds: rounds, ExpireLeases: true}, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range jobs {
+		r := newJob(id, 1)
+		if err := c.Register(0, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// runFor reports progress for every job c granted a RUN lease in round r,
+// at time now.
+func runFor(t *testing.T, c *Core, r *Round, now float64, seq map[string]uint64) {
+	t.Helper()
+	for _, l := range r.Leases {
+		if l.Action != protocol.Run {
+			continue
+		}
+		seq[l.Job]++
+		ev := progress(seq[l.Job], 100, int64(seq[l.Job])*100, 9)
+		ev.V, ev.Job = protocol.Version, l.Job
+		if _, err := c.Apply(now, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func runLeaseOf(r *Round, job string) (protocol.Lease, bool) {
+	for _, l := range r.Leases {
+		if l.Job == job && l.Action == protocol.Run {
+			return l, true
+		}
+	}
+	return protocol.Lease{}, false
+}
+
+// TestLeaseRounds_AJobKeepingItsGPUsIsSentARenewalEveryOtherRound: with
+// leases of three rounds, a job that keeps its GPU gets a lease valid for
+// three rounds and the grace, its renewals in the round after are covered
+// (in Leases with the expiry of the lease it holds, named in Covered), and
+// a new lease comes once less than two rounds of the old one remain. With
+// one-round leases nothing is covered and each lease ends with its round.
+func TestLeaseRounds_AJobKeepingItsGPUsIsSentARenewalEveryOtherRound(t *testing.T) {
+	for _, rounds := range []int{1, 3, 5} {
+		c := leaseCore(t, "gavel", 1, rounds, "a")
+		seq := map[string]uint64{}
+		var sent []int
+		held := 0.0
+		for k := range 12 {
+			now := float64(10 * k)
+			r, err := c.Tick(now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, ok := runLeaseOf(r, "a")
+			if !ok {
+				t.Fatalf("L=%d round %d: no RUN lease for the only job", rounds, k)
+			}
+			covered := slices.Contains(r.Covered, "a")
+			switch {
+			case covered && (l.Expiry != held || !l.Extension):
+				t.Fatalf("L=%d round %d: covered lease %+v does not carry the held lease's expiry %g", rounds, k, l, held)
+			case !covered:
+				if want := now + float64(rounds)*10 + 2.5; l.Expiry != want {
+					t.Fatalf("L=%d round %d: lease ends at %g, want %g", rounds, k, l.Expiry, want)
+				}
+				sent, held = append(sent, k), l.Expiry
+			}
+			if covered && held < now+10+2.5 {
+				t.Fatalf("L=%d round %d: covered by a lease ending at %g, before the round's end and grace", rounds, k, held)
+			}
+			runFor(t, c, r, now+9, seq)
+		}
+		var want []int
+		for k := 0; k < 12; k += max(rounds-1, 1) {
+			want = append(want, k)
+		}
+		if !slices.Equal(sent, want) {
+			t.Errorf("L=%d: leases sent in rounds %v, want %v", rounds, sent, want)
+		}
+	}
+}
+
+// TestLeaseRounds_ARoundThatStartsLateRenewsTheLease: a renewal is covered
+// only while the held lease lasts two rounds past this round's start, so a
+// round that starts late sends it.
+func TestLeaseRounds_ARoundThatStartsLateRenewsTheLease(t *testing.T) {
+	c := leaseCore(t, "gavel", 1, 3, "a")
+	seq := map[string]uint64{}
+	r, err := c.Tick(0) // lease to 32.5
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFor(t, c, r, 9, seq)
+	if r, err = c.Tick(13); err != nil { // 32.5 < 13 + 20
+		t.Fatal(err)
+	}
+	if l, _ := runLeaseOf(r, "a"); len(r.Covered) != 0 || l.Expiry != 13+32.5 {
+		t.Fatalf("a round 3 s late: covered %v, lease %+v; want a new lease to 45.5", r.Covered, l)
+	}
+}
+
+// TestLeaseRounds_ALateTickVoidsOnlyTheLeasesThatEnded: a tick after the
+// previous round's end and grace keeps the grant of a job whose lease of
+// several rounds still runs (with one-round leases every grant is void);
+// once that lease ended too, the grant is void.
+func TestLeaseRounds_ALateTickVoidsOnlyTheLeasesThatEnded(t *testing.T) {
+	for _, tc := range []struct {
+		rounds int
+		late   float64
+		keeps  bool
+	}{{1, 20, false}, {3, 20, true}, {3, 40, false}} {
+		c := leaseCore(t, "gavel", 1, tc.rounds, "a")
+		seq := map[string]uint64{}
+		r, err := c.Tick(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, c, r, 9, seq)
+		if r, err = c.Tick(tc.late); err != nil {
+			t.Fatal(err)
+		}
+		l, _ := runLeaseOf(r, "a")
+		if l.Extension != tc.keeps {
+			t.Errorf("L=%d, tick at %gs: extension %v, want %v (the grant kept)", tc.rounds, tc.late, l.Extension, tc.keeps)
+		}
+	}
+}
+
+// TestLeaseRounds_APreemptedJobReportingProgressIsToldAgainOnceARound: a
+// job preempted while its lease of several rounds runs gets the SUSPEND at
+// the round's start; progress it reports after the grace gets the SUSPEND
+// again, once a round, until its lease ended. Progress within the grace
+// (steps made before the SUSPEND arrived) and heartbeats get nothing.
+func TestLeaseRounds_APreemptedJobReportingProgressIsToldAgainOnceARound(t *testing.T) {
+	c := leaseCore(t, "gavel", 1, 3, "a", "b")
+	seq := map[string]uint64{}
+	var r *Round
+	var err error
+	victim, start := "", 0.0
+	for k := range 20 {
+		start = float64(10 * k)
+		prev := r
+		if r, err = c.Tick(start); err != nil {
+			t.Fatal(err)
+		}
+		if prev != nil {
+			for _, l := range r.Leases {
+				if _, ran := runLeaseOf(prev, l.Job); ran && l.Action == protocol.Suspend {
+					victim = l.Job
+				}
+			}
+		}
+		if victim != "" {
+			break
+		}
+		runFor(t, c, r, start+9, seq)
+	}
+	if victim == "" {
+		t.Fatal("gavel never preempted a job of two on one GPU in 20 rounds")
+	}
+	report := func(at float64, steps int64) *protocol.Lease {
+		t.Helper()
+		seq[victim]++
+		ev := progress(seq[victim], steps, int64(seq[victim])*100, 1)
+		if steps == 0 {
+			ev = heartbeat(seq[victim], int64(seq[victim])*100)
+		}
+		ev.V, ev.Job = protocol.Version, victim
+		l, err := c.Apply(at, &ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if l := report(start+1, 50); l != nil {
+		t.Fatalf("progress within the grace was answered with %+v", l)
+	}
+	if l := report(start+3, 0); l != nil {
+		t.Fatalf("a heartbeat was answered with %+v", l)
+	}
+	l := report(start+4, 50)
+	if l == nil || l.Action != protocol.Suspend || l.Job != victim || !strings.HasPrefix(l.Reason, resuspendReason) {
+		t.Fatalf("progress after the grace without a grant: %+v, want the SUSPEND again", l)
+	}
+	if l := report(start+6, 50); l != nil {
+		t.Fatalf("a second SUSPEND in the same round: %+v", l)
+	}
+	if _, err := c.Tick(start + 10); err != nil {
+		t.Fatal(err)
+	}
+	if c.ranLast(c.jobs[victim]) {
+		t.Skip("the victim runs again in the next round; nothing more to check")
+	}
+	if l := report(start+14, 50); l == nil || l.Action != protocol.Suspend {
+		t.Fatalf("progress in the next round without a grant: %+v, want the SUSPEND again", l)
+	}
+}
+
+// TestLeaseRounds_OutOfRangeIsRefused: 0 means 1; below 1 or above
+// MaxLeaseRounds is refused, naming the setting.
+func TestLeaseRounds_OutOfRangeIsRefused(t *testing.T) {
+	for _, n := range []int{-1, MaxLeaseRounds + 1} {
+		cfg := Config{GPUs: 1, LeaseRounds: n}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "lease rounds") {
+			t.Errorf("lease rounds %d: %v", n, err)
+		}
+	}
+	cfg := Config{GPUs: 1}
+	if err := cfg.Validate(); err != nil || cfg.LeaseRounds != 1 {
+		t.Errorf("unset: %v, %d rounds", err, cfg.LeaseRounds)
+	}
+}
+
+// encodeStateAs is f's snapshot with the Core's part in state version
+// version.
+func encodeStateAs(t *testing.T, f *fold, version int) []byte {
+	t.Helper()
+	img, sp, err := f.capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img.core.version = version
+	head, tail, err := img.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e wire.Encoder
+	e.Blob(sp.MarshalState())
+	return sealSnapshot(f.seq, f.core.NextRound(), slices.Concat(head, e.Bytes(), tail))
+}
+
+// TestLeaseRounds_AVersion2StateLoadsAndContinuesTheUninterruptedFold: a
+// snapshot whose Core state is version 2 (written before leases of several
+// rounds, by a log of one-round leases) restores, and the restored fold
+// gives the outcome of the uninterrupted one for every later record.
+func TestLeaseRounds_AVersion2StateLoadsAndContinuesTheUninterruptedFold(t *testing.T) {
+	h := newHistory(t, "shockwave", policy.Options{}, 8, 42)
+	var outs [][]byte
+	var v2, v3 []byte
+	at, ticks := 0, 0
+	h.onApply = func(i int, _ record, o *outcome) {
+		outs = append(outs, outcomeBytes(o))
+		if o.kind == kindTick {
+			ticks++
+		}
+		if o.kind == kindPlan && ticks == 6 && v2 == nil {
+			v2, v3, at = encodeStateAs(t, h.f, 2), encodeStateAs(t, h.f, 3), i
+		}
+	}
+	h.run(14, 16)
+	if v2 == nil || len(v2) >= len(v3) {
+		t.Fatalf("no version-2 snapshot, or not smaller than version 3 (%d, %d bytes)", len(v2), len(v3))
+	}
+	s, err := DecodeStateSnapshot(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.restore(h.subj, protocol.DefaultMaxMessageBytes)
+	if err != nil {
+		t.Fatalf("restoring a version-2 state: %v", err)
+	}
+	for k := at + 1; k < len(h.records); k++ { // outs has no entry for the configuration record
+		o := f.apply(h.records[k])
+		if got := outcomeBytes(&o); string(got) != string(outs[k-1]) {
+			t.Fatalf("restored from version 2, record %d gives\n%s\nuninterrupted\n%s", k+1, got, outs[k-1])
+		}
+	}
+	if a, b := encodeStateAs(t, f, 2), encodeStateAs(t, h.f, 2); !slices.Equal(a, b) {
+		t.Fatal("restored from version 2, the final state differs")
+	}
+}
