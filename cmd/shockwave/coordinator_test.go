@@ -42,6 +42,8 @@ func TestCoordinator_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
 		{"tls cert with an external cluster", []string{"--gpus", "2", "--nats-url", "nats://x:1", "--tls-cert", badJSON, "--tls-key", badJSON}, "--tls-cert"},
 		{"zero job cap", []string{"--gpus", "2", "--max-jobs", "0"}, "--max-jobs"},
 		{"tiny leader ttl", []string{"--gpus", "2", "--leader-ttl", "1ms"}, "--leader-ttl"},
+		{"lease rounds out of range", []string{"--gpus", "2", "--lease-rounds", "17"}, "--lease-rounds"},
+		{"negative lease rounds", []string{"--gpus", "2", "--lease-rounds", "-1"}, "--lease-rounds"},
 		{"duplicate node names", []string{"--cluster", writeFile(t, "dup.json", `{"nodes":[{"name":"a","gpus":2},{"name":"a","gpus":2}]}`)}, "used twice"},
 	}
 	for _, c := range cases {

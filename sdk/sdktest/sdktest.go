@@ -42,6 +42,9 @@ type Config struct {
 	ClientTLS []nats.Option
 	// PolicyOptions configures the policy (e.g. Tiresias' thresholds).
 	PolicyOptions policy.Options
+	// LeaseRounds is the rounds a RUN lease covers (0: the service's
+	// default).
+	LeaseRounds int
 }
 
 // Coordinator is a running embedded server and coordinator service.
@@ -103,7 +106,7 @@ func (c *Coordinator) Up() {
 	}
 	svc, err := coordinator.NewService(c.nc, coordinator.ServiceConfig{Policy: c.cfg.Policy, PolicyOptions: c.cfg.PolicyOptions, SnapshotRounds: c.cfg.SnapshotRounds,
 		Core: coordinator.Config{GPUs: c.cfg.GPUs, Cluster: c.cfg.Cluster, RoundSeconds: c.cfg.Round.Seconds(),
-			JobTimeoutSeconds: c.cfg.JobTimeout.Seconds()}})
+			JobTimeoutSeconds: c.cfg.JobTimeout.Seconds(), LeaseRounds: c.cfg.LeaseRounds}})
 	if err != nil {
 		c.t.Fatal(err)
 	}
