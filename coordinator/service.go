@@ -22,7 +22,7 @@ const DefaultJobTimeoutRounds = 3
 // DefaultLeaseRounds is the service's Config.LeaseRounds in a new log: a
 // RUN lease covers three rounds, so a job that keeps its GPUs is sent a
 // renewal every other round, and a coordinator that fails over within a
-// round and a quarter stops no job (leases.go).
+// round stops no job (leases.go).
 const DefaultLeaseRounds = 3
 
 // ServiceConfig sets up a Service. Zero values mean the documented defaults.
