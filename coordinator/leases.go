@@ -14,10 +14,11 @@ import (
 // each a delivery to its own connection (docs/scale.md). With L > 1 a RUN
 // lease is valid for L rounds plus the grace from its round's start, and a
 // job that keeps the same grant is sent a new one only when the lease it
-// holds would end less than two rounds after this round's start: once
-// every L−1 rounds, and a renewal that comes a whole round late still
-// finds the job running. A coordinator that fails over within that time
-// stops no job.
+// holds would end less than two rounds after this round's start, or in
+// its renewal round, one in every L−1 at a phase its id fixes: once every
+// L−1 rounds, spread evenly over the rounds, and a renewal that comes a
+// whole round late still finds the job running. A coordinator that fails
+// over within that time stops no job.
 //
 // What it costs: a job preempted while it holds a lease for later rounds
 // must stop on its SUSPEND lease alone. The SUSPEND is sent at the round's
@@ -28,21 +29,34 @@ import (
 // is a function of the log (the round's start and each job's lease
 // history), so a replay or a standby covers the same ones.
 
-// runLease sets the expiry of j's RUN lease l issued at round start now,
-// and says whether it is covered: the lease j holds is the same grant and
-// lasts at least two more rounds, so it need not be sent.
-func (c *Core) runLease(j *job, l *protocol.Lease, now float64) (covered bool) {
+// runLease sets the expiry of j's RUN lease l of round round, issued at
+// its start now, and says whether it is covered: the lease j holds is the
+// same grant and lasts at least two more rounds, and this is not one of
+// j's renewal rounds, so it need not be sent. A job's renewal rounds are
+// one in every L−1, at a phase its id fixes (renewPhase), so that jobs
+// that started together do not all renew in the same rounds.
+func (c *Core) runLease(j *job, l *protocol.Lease, round int, now float64) (covered bool) {
 	if c.cfg.LeaseRounds <= 1 {
 		j.runUntil = l.Expiry
 		return false
 	}
-	if l.Extension && j.runUntil >= now+2*c.cfg.RoundSeconds {
+	if l.Extension && j.runUntil >= now+2*c.cfg.RoundSeconds && (round+renewPhase(j.view.ID))%(c.cfg.LeaseRounds-1) != 0 {
 		l.Expiry = j.runUntil
 		return true
 	}
 	l.Expiry = now + float64(c.cfg.LeaseRounds)*c.cfg.RoundSeconds + c.cfg.LeaseGraceSeconds
 	j.runUntil = l.Expiry
 	return false
+}
+
+// renewPhase spreads jobs over the rounds of a renewal cycle: FNV-1a of
+// the id.
+func renewPhase(id string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return int(h)
 }
 
 // leasesExpired voids, at a tick at time now, the leases of the previous

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -59,11 +60,11 @@ func runLeaseOf(r *Round, job string) (protocol.Lease, bool) {
 }
 
 // TestLeaseRounds_AJobKeepingItsGPUsIsSentARenewalEveryOtherRound: with
-// leases of three rounds, a job that keeps its GPU gets a lease valid for
-// three rounds and the grace, its renewals in the round after are covered
-// (in Leases with the expiry of the lease it holds, named in Covered), and
-// a new lease comes once less than two rounds of the old one remain. With
-// one-round leases nothing is covered and each lease ends with its round.
+// leases of L rounds, a job that keeps its GPU gets a lease valid for L
+// rounds and the grace; its renewals are covered (in Leases with the
+// expiry of the lease it holds, named in Covered) but in its renewal
+// rounds, one in every L−1 at its phase. With one-round leases nothing is
+// covered and each lease ends with its round.
 func TestLeaseRounds_AJobKeepingItsGPUsIsSentARenewalEveryOtherRound(t *testing.T) {
 	for _, rounds := range []int{1, 3, 5} {
 		c := leaseCore(t, "gavel", 1, rounds, "a")
@@ -95,9 +96,11 @@ func TestLeaseRounds_AJobKeepingItsGPUsIsSentARenewalEveryOtherRound(t *testing.
 			}
 			runFor(t, c, r, now+9, seq)
 		}
-		var want []int
-		for k := 0; k < 12; k += max(rounds-1, 1) {
-			want = append(want, k)
+		want := []int{0}
+		for k := 1; k < 12; k++ {
+			if rounds == 1 || (k+renewPhase("a"))%(rounds-1) == 0 {
+				want = append(want, k)
+			}
 		}
 		if !slices.Equal(sent, want) {
 			t.Errorf("L=%d: leases sent in rounds %v, want %v", rounds, sent, want)
@@ -292,5 +295,34 @@ func TestLeaseRounds_AVersion2StateLoadsAndContinuesTheUninterruptedFold(t *test
 	}
 	if a, b := encodeStateAs(t, f, 2), encodeStateAs(t, h.f, 2); !slices.Equal(a, b) {
 		t.Fatal("restored from version 2, the final state differs")
+	}
+}
+
+// TestLeaseRounds_RenewalsAreSpreadOverTheRounds: 60 jobs that start in
+// the same round on 60 GPUs, with leases of three rounds, are sent their
+// renewals about half in each round, not all in every other round.
+func TestLeaseRounds_RenewalsAreSpreadOverTheRounds(t *testing.T) {
+	var ids []string
+	for i := range 60 {
+		ids = append(ids, fmt.Sprintf("job-%02d", i))
+	}
+	c := leaseCore(t, "gavel", 60, 3, ids...)
+	seq := map[string]uint64{}
+	for k := range 8 {
+		now := float64(10 * k)
+		r, err := c.Tick(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := 0
+		for _, l := range r.Leases {
+			if l.Action == protocol.Run && !slices.Contains(r.Covered, l.Job) {
+				sent++
+			}
+		}
+		if k > 0 && (sent < 15 || sent > 45) {
+			t.Errorf("round %d: %d of 60 renewals sent, want about half", k, sent)
+		}
+		runFor(t, c, r, now+9, seq)
 	}
 }

@@ -195,7 +195,7 @@ func (c *Core) issue(p *placer, run []*job, t *OpenRound) []protocol.Lease {
 		l.Workers = p.ids(j.next)
 		l.Devices = cloneGrant(j.next)
 		l.Extension = c.ranLast(j) && sameGrant(j.devices, j.next)
-		if c.runLease(j, &l, t.now) {
+		if c.runLease(j, &l, t.round, t.now) {
 			t.covered = append(t.covered, j.view.ID)
 		}
 		leases = append(leases, l)
