@@ -95,6 +95,15 @@ func (c *Core) resuspend(j *job, e *protocol.Event, now float64) *protocol.Lease
 	return &l
 }
 
+// roundExpiry is when RUN lease l ends for a node agent: its round's end
+// plus the grace, or its own expiry if that comes first. Agents get their
+// nodes' desired states every round, so they keep stopping a process that
+// outlives its grant (a preempted one that ignores its SUSPEND) as soon as
+// with one-round leases; the job's own lease lasts longer.
+func (c *Core) roundExpiry(l protocol.Lease) float64 {
+	return min(l.Expiry, l.Start+c.cfg.RoundSeconds+c.cfg.LeaseGraceSeconds)
+}
+
 // lastExpiry is when the last of a round's leases ends.
 func lastExpiry(r *Round) float64 {
 	end := r.Start

@@ -326,3 +326,23 @@ func TestLeaseRounds_RenewalsAreSpreadOverTheRounds(t *testing.T) {
 		runFor(t, c, r, now+9, seq)
 	}
 }
+
+// TestLeaseRounds_AnAgentStillGetsGrantsThatEndWithTheRound: with leases
+// of three rounds, a submitted job's lease lasts three rounds and the
+// grace, but the desired state its node's agent gets ends the grant with
+// the round and the grace, so the agent stops a process that outlives it
+// as soon as with one-round leases.
+func TestLeaseRounds_AnAgentStillGetsGrantsThatEndWithTheRound(t *testing.T) {
+	f, _ := newRunnerLogWith(t, 3).fold()
+	l, ok := f.leases["j"]
+	if !ok {
+		t.Fatal("the submitted job has no RUN lease")
+	}
+	d := f.desired("n0")
+	if len(d.Jobs) != 1 {
+		t.Fatalf("desired state %+v", d)
+	}
+	if l.Expiry != l.Start+32 || d.Jobs[0].Expiry != l.Start+12 {
+		t.Fatalf("lease from %g to %g, agent's grant to %g; want 32 s and 12 s", l.Start, l.Expiry, d.Jobs[0].Expiry)
+	}
+}

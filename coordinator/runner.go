@@ -388,7 +388,7 @@ func (f *fold) layout(sub *submission, l protocol.Lease) map[string]protocol.Ass
 		out[nd.Node] = protocol.Assignment{Job: job, Attempt: sub.attempt, Since: since,
 			Command: sub.spec.Command, Env: sub.spec.Env, Devices: nd.Devices, Procs: procs[i],
 			RankOffset: offsets[i], WorldSize: world, MasterAddr: master,
-			MasterPort: masterPort(job, sub.attempt, since), Expiry: l.Expiry}
+			MasterPort: masterPort(job, sub.attempt, since), Expiry: f.core.roundExpiry(l)}
 	}
 	return out
 }

@@ -29,9 +29,12 @@ func (l *runnerLog) add(subject string, v any) {
 		Header: nats.Header{}, Data: data})
 }
 
-func newRunnerLog(t *testing.T) *runnerLog {
+func newRunnerLog(t *testing.T) *runnerLog { return newRunnerLogWith(t, 1) }
+
+// newRunnerLogWith is newRunnerLog with leases of leaseRounds rounds.
+func newRunnerLogWith(t *testing.T, leaseRounds int) *runnerLog {
 	l := &runnerLog{t: t, subj: protocol.Subjects{Prefix: "sw"}}
-	cfg := Config{Dynamic: true, RoundSeconds: 10, LeaseGraceSeconds: 2, JobTimeoutSeconds: 30, ExpireLeases: true}
+	cfg := Config{Dynamic: true, RoundSeconds: 10, LeaseGraceSeconds: 2, JobTimeoutSeconds: 30, ExpireLeases: true, LeaseRounds: leaseRounds}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
