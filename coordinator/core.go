@@ -74,7 +74,7 @@ type job struct {
 	devices      []protocol.NodeDevices // the same grant per node (place.go)
 	next         []protocol.NodeDevices // this tick's grant while placing
 	void         string                 // why the current lease became void (nodes.go)
-	runUntil     float64                // expiry of the most recent RUN lease sent (leases.go)
+	runUntil     float64                // the latest expiry of the RUN leases sent (leases.go)
 	resuspended  int                    // 1 + the round of the last SUSPEND sent again (leases.go), 0 if none
 
 	node    string // resident process's node ("" when none)

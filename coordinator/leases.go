@@ -44,9 +44,33 @@ func (c *Core) runLease(j *job, l *protocol.Lease, round int, now float64) (cove
 		l.Expiry = j.runUntil
 		return true
 	}
+	if c.silent(j, now) {
+		// A job that sent nothing for a round and the grace gets one-round
+		// leases: if it is cut off, its last long lease ends, and it is
+		// marked lost only then (lostAt), so its GPUs go to others once it
+		// has stopped.
+		j.runUntil = max(j.runUntil, l.Expiry)
+		return false
+	}
 	l.Expiry = now + float64(c.cfg.LeaseRounds)*c.cfg.RoundSeconds + c.cfg.LeaseGraceSeconds
 	j.runUntil = l.Expiry
 	return false
+}
+
+// silent says whether j sent nothing for more than a round and the grace
+// before now.
+func (c *Core) silent(j *job, now float64) bool {
+	return now-j.lastHeard > c.cfg.RoundSeconds+c.cfg.LeaseGraceSeconds
+}
+
+// lostAt says whether a job silent for the job timeout is marked lost at
+// now: with leases of several rounds, not before every RUN lease it was
+// sent ends within the grace (it may still be running under one, cut off
+// from the coordinator). That is the overlap one-round leases allow: the
+// previous round's lease of a job marked lost ends a grace into the round
+// its GPUs go to another.
+func (c *Core) lostAt(j *job, now float64) bool {
+	return c.cfg.LeaseRounds <= 1 || now >= j.runUntil-c.cfg.LeaseGraceSeconds
 }
 
 // renewPhase spreads jobs over the rounds of a renewal cycle: FNV-1a of

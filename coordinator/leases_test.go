@@ -346,3 +346,61 @@ func TestLeaseRounds_AnAgentStillGetsGrantsThatEndWithTheRound(t *testing.T) {
 		t.Fatalf("lease from %g to %g, agent's grant to %g; want 32 s and 12 s", l.Start, l.Expiry, d.Jobs[0].Expiry)
 	}
 }
+
+// TestLeaseRounds_ASilentJobIsLostOnlyOnceItsLastLeaseEnded: with leases of
+// three rounds and a 30 s job timeout, a job that stops reporting (cut off
+// from the coordinator, still running under the lease it holds) is sent
+// only one-round leases once it missed a round and the grace, and is
+// marked lost, its GPU given to another, only when every RUN lease it was
+// sent ends within the grace (as the last one-round lease of a job lost
+// with one-round leases does).
+func TestLeaseRounds_ASilentJobIsLostOnlyOnceItsLastLeaseEnded(t *testing.T) {
+	pol, err := policy.New("gavel", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCore(Config{GPUs: 1, RoundSeconds: 10, LeaseGraceSeconds: 2.5, LeaseRounds: 3, ExpireLeases: true, JobTimeoutSeconds: 30, MaxFailedLeases: -1}, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newJob("a", 1)
+	if err := c.Register(0, &a); err != nil {
+		t.Fatal(err)
+	}
+	seq := map[string]uint64{}
+	var held float64 // the latest expiry of a's RUN leases
+	lostAt := -1.0
+	for k := range 12 {
+		now := float64(10 * k)
+		r, err := c.Tick(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, ok := runLeaseOf(r, "a"); ok {
+			if now-9 > 12.5 && l.Expiry > max(held, now+12.5) { // silent for more than a round and the grace
+				t.Fatalf("round %d: the silent job was sent a lease to %g", k, l.Expiry)
+			}
+			held = max(held, l.Expiry)
+		}
+		for _, e := range r.Lost {
+			if e.Job == "a" {
+				lostAt = now
+			}
+		}
+		if lostAt >= 0 {
+			break
+		}
+		if k < 1 {
+			runFor(t, c, r, now+9, seq) // heard at 9 s, then silent
+		}
+	}
+	switch {
+	case lostAt < 0:
+		t.Fatal("the silent job was never marked lost")
+	case lostAt < held-2.5:
+		t.Fatalf("marked lost at %g, while a lease it was sent runs to %g, past the grace", lostAt, held)
+	case lostAt < 9+30:
+		t.Fatalf("marked lost at %g, before the job timeout", lostAt)
+	}
+	t.Logf("silent from 9 s, its last lease ended at %g s, marked lost at %g s", held, lostAt)
+}

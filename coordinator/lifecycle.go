@@ -165,7 +165,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 	var leases []protocol.Lease
 	for _, j := range slices.Clone(c.active) {
 		silent := now - j.lastHeard
-		if silent < c.cfg.JobTimeoutSeconds || j.managed {
+		if silent < c.cfg.JobTimeoutSeconds || j.managed || !c.lostAt(j, now) {
 			continue
 		}
 		reason := fmt.Sprintf("no events for %.1fs", silent)
