@@ -28,13 +28,24 @@ func sdkBatch(n int) []byte {
 // (a job at one batch a second with a round of several seconds sends one or
 // two), 16 and 256 events (the SDK's largest batch, after an outage).
 func BenchmarkDecodeBatch_SDK(b *testing.B) {
+	benchmarkDecodeBatch(b, protocol.DecodeBatch)
+}
+
+// BenchmarkDecodeBatch_SDKOldDecoder is the same on the three-pass decoder
+// DecodeBatch replaced (the differential tests' oracle), for a before and
+// after under the same load.
+func BenchmarkDecodeBatch_SDKOldDecoder(b *testing.B) {
+	benchmarkDecodeBatch(b, protocol.OracleDecodeBatch)
+}
+
+func benchmarkDecodeBatch(b *testing.B, decode func([]byte, int) (*protocol.Batch, error)) {
 	for _, n := range []int{1, 16, 256} {
 		data := sdkBatch(n)
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := protocol.DecodeBatch(data, 0); err != nil {
+				if _, err := decode(data, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
