@@ -81,6 +81,8 @@ func (p *pass) rank(kind string, top byte) error {
 }
 
 var (
+	eventsKey     = []byte("events")
+	eventsPath    = [][]byte{eventsKey, arrayKey} // the labels inside an event
 	batchType     = reflect.TypeFor[Batch]()
 	eventType     = reflect.TypeFor[Event]()
 	eventTypeName = eventType.String()
@@ -91,6 +93,9 @@ var (
 // unknownKey refuses a key that is no field of t, with a hint when it
 // differs from one only in case.
 func (p *pass) unknownKey(t reflect.Type, key []byte) {
+	if p.keyErr != nil {
+		return // only the first is reported
+	}
 	if hint := jsonFields(t).caseMatch(string(key)); hint != "" {
 		p.refuseKey(fmt.Sprintf("unknown field %%q (field names are case-sensitive: did you mean %q?)", hint), key)
 		return
@@ -165,7 +170,7 @@ func (p *pass) events(b *Batch) error {
 		return p.literal()
 	default:
 		p.refuseType("", "events", kindOf(c), eventsName)
-		return p.skip([]byte("events"))
+		return p.skip(eventsKey)
 	}
 	if err := p.open(); err != nil {
 		return err
@@ -177,7 +182,7 @@ func (p *pass) events(b *Batch) error {
 	if p.empty(']') {
 		return nil
 	}
-	p.labels = append(p.labels, []byte("events"))
+	p.labels = eventsPath[:1:1] // appends of skip copy it
 	for more := true; more; {
 		if p.i >= len(p.d) {
 			return errEnd
@@ -194,9 +199,9 @@ func (p *pass) events(b *Batch) error {
 		var err error
 		switch c := p.d[p.i]; c {
 		case '{':
-			p.labels = append(p.labels, arrayKey)
+			p.labels = eventsPath[:2:2]
 			err = p.event(&b.Events[len(b.Events)-1], b.Job)
-			p.labels = p.labels[:len(p.labels)-1]
+			p.labels = eventsPath[:1:1]
 		case 'n':
 			err = p.literal()
 		default:
@@ -213,7 +218,7 @@ func (p *pass) events(b *Batch) error {
 			return err
 		}
 	}
-	p.labels = p.labels[:len(p.labels)-1]
+	p.labels = nil
 	return nil
 }
 

@@ -35,7 +35,7 @@ func (p *pass) intField(dst *int, prefix string, key []byte) error {
 	}
 	n, fits := parseInt(lit, integer)
 	if !fits || n != int64(int(n)) {
-		p.refuseType(prefix, string(key), "number "+string(lit), "int")
+		p.refuseNumber(prefix, key, lit, "int")
 		return nil
 	}
 	*dst = int(n)
@@ -49,7 +49,7 @@ func (p *pass) int64Field(dst *int64, prefix string, key []byte) error {
 	}
 	n, fits := parseInt(lit, integer)
 	if !fits {
-		p.refuseType(prefix, string(key), "number "+string(lit), "int64")
+		p.refuseNumber(prefix, key, lit, "int64")
 		return nil
 	}
 	*dst = n
@@ -63,7 +63,7 @@ func (p *pass) uint64Field(dst *uint64, prefix string, key []byte) error {
 	}
 	n, fits := parseUint(lit, integer)
 	if !fits {
-		p.refuseType(prefix, string(key), "number "+string(lit), "uint64")
+		p.refuseNumber(prefix, key, lit, "uint64")
 		return nil
 	}
 	*dst = n
@@ -77,7 +77,7 @@ func (p *pass) floatField(dst *float64, prefix string, key []byte) error {
 	}
 	f, fits := parseFloat(lit, integer)
 	if !fits {
-		p.refuseType(prefix, string(key), "number "+string(lit), "float64")
+		p.refuseNumber(prefix, key, lit, "float64")
 		return nil
 	}
 	*dst = f
@@ -178,4 +178,11 @@ func parseFloat(lit []byte, integer bool) (float64, bool) {
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	return f, err == nil && !math.IsInf(f, 0)
+}
+
+// refuseNumber refuses a number that does not fit its field.
+func (p *pass) refuseNumber(prefix string, key, lit []byte, typ string) {
+	if p.typeErr == nil {
+		p.refuseType(prefix, string(key), "number "+string(lit), typ)
+	}
 }
