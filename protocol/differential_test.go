@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -170,5 +171,25 @@ func TestDecodeBatch_RoundTripsWhatJSONMarshalWrites(t *testing.T) {
 	}
 	if d := diffBatchDecoders(data, 0); d != "" {
 		t.Fatal(d)
+	}
+}
+
+func TestIsToken_MatchesTheRegexpItReplaced(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	check := func(s string) {
+		if isToken(s) != re.MatchString(s) {
+			t.Fatalf("isToken(%q) = %v, the regexp says %v", s, isToken(s), re.MatchString(s))
+		}
+	}
+	check("")
+	for a := range 256 {
+		check(string(rune(a)))
+		check(string([]byte{byte(a)}))
+		for b := range 256 {
+			check(string([]byte{byte(a), byte(b)}))
+		}
+	}
+	for _, s := range []string{"job-1_A", "job-1\n", "a b", "é", "x\x00", "-_-", strings.Repeat("z", 300)} {
+		check(s)
 	}
 }
