@@ -82,18 +82,22 @@ func BenchmarkMarshalLease(b *testing.B) {
 		Epoch:   3, Extension: true, Start: 1763980000.25, Expiry: 1763980130.25}
 	b.Run("protocol", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := processCPU()
 		for b.Loop() {
 			if _, err := protocol.MarshalLease(l); err != nil {
 				b.Fatal(err)
 			}
 		}
+		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	})
 	b.Run("encoding-json", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := processCPU()
 		for b.Loop() {
 			if _, err := json.Marshal(l); err != nil {
 				b.Fatal(err)
 			}
 		}
+		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	})
 }
