@@ -193,3 +193,26 @@ func TestIsToken_MatchesTheRegexpItReplaced(t *testing.T) {
 		check(s)
 	}
 }
+
+// Decoders run on several goroutines at once (the coordinator's log reader
+// and its replay): the one-pass decoder shares no mutable state. Meaningful
+// under -race.
+func TestDecodeBatch_IsSafeForConcurrentUse(t *testing.T) {
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for _, s := range hostile[:40] {
+				_, _ = decodeBatch([]byte(s), 0)
+			}
+			for _, s := range batchCorpus {
+				if _, err := decodeBatch([]byte(s), 0); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}
