@@ -191,7 +191,7 @@ func (s *Service) sendShard(ctx context.Context, sh *shard) {
 			if b.gen == s.gen.Load() {
 				for i := range b.leases {
 					l := &b.leases[i]
-					data, _ := json.Marshal(l)
+					data, _ := protocol.MarshalLease(l)
 					if err := sh.nc.Publish(s.subj.Lease(l.Job), data); err != nil {
 						s.log.Warn().Err(err).Str("job", l.Job).Msg("cannot publish a lease")
 						continue

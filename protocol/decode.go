@@ -142,13 +142,12 @@ func DecodeRegister(data []byte, limit int) (*Register, error) {
 	return &r, nil
 }
 
-// DecodeBatch decodes and validates an event batch.
+// DecodeBatch decodes and validates an event batch. It is the
+// coordinator's hottest decoder, so it reads data once (decodeBatch)
+// rather than in decodeStrict's passes, with the same strictness, values
+// and errors.
 func DecodeBatch(data []byte, limit int) (*Batch, error) {
-	var b Batch
-	if err := decodeStrict("batch", data, limit, &b); err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return decodeBatch(data, limit)
 }
 
 // DecodeLease decodes and validates a lease.

@@ -79,3 +79,14 @@ func FuzzDecodeStatusRequest(f *testing.F) {
 func FuzzDecodeStatusReply(f *testing.F) {
 	fuzzDecoder(f, protocol.DecodeStatusReply, (*protocol.StatusReply).Validate)
 }
+
+// TestDecodeBatch_AgreesWithTheOldDecoderOnEveryDecodersSeeds runs the
+// differential check of the one-pass batch decoder on the seeds of every
+// decoder's fuzz target (messages of every kind, mostly refused as batches).
+func TestDecodeBatch_AgreesWithTheOldDecoderOnEveryDecodersSeeds(t *testing.T) {
+	for _, s := range seeds {
+		if d := protocol.DiffBatchDecoders([]byte(s), 1<<20); d != "" {
+			t.Errorf("seed %q: %s", s, d)
+		}
+	}
+}

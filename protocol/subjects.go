@@ -45,7 +45,7 @@ func ValidatePrefix(p string) error {
 		return fmt.Errorf("protocol: subject prefix %q: reserved by NATS", p)
 	}
 	for _, tok := range strings.Split(p, ".") {
-		if !jobIDPattern.MatchString(tok) {
+		if !isToken(tok) {
 			return fmt.Errorf("protocol: subject prefix %q: token %q may contain only letters, digits, '-' and '_'", p, tok)
 		}
 	}

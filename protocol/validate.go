@@ -93,8 +93,17 @@ func (s *Schedule) validate(m string) error {
 
 // Validate checks every field of an event.
 func (e *Event) Validate() error {
-	m := "event"
-	if e.Type != "" {
+	var m string
+	switch e.Type {
+	case "":
+		m = "event"
+	case EventProgress:
+		m = "progress event" // constants: no concatenation per event
+	case EventBatchSize:
+		m = "batch_size event"
+	case EventDone:
+		m = "done event"
+	default:
 		m = string(e.Type) + " event"
 	}
 	if err := checkVersion(m, e.V); err != nil {
