@@ -46,7 +46,9 @@ import (
 // Every phase is bounded: registration by 2 minutes plus 20 ms a job, the
 // measurement by _SECONDS, the replay by 10 minutes. SHOCKWAVE_LOAD_NATS=process
 // runs the NATS server in a process of its own (loadNATS);
-// SHOCKWAVE_LOAD_MEMLIMIT=MiB sets the coordinator's Go memory limit.
+// SHOCKWAVE_LOAD_MEMLIMIT=MiB sets the coordinator's Go memory limit;
+// SHOCKWAVE_LOAD_PULL=N how many log records the consumer asks for at a
+// time (default the client's 500).
 
 const hdrSent = "Shockwave-Sent"
 
@@ -75,7 +77,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	var mu sync.Mutex
 	var lat, stored, ticks, all []time.Duration
 	measuring := false
-	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave"}
+	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0)}
 	cfg.onApply = func(r record, o *outcome) {
 		if o.kind != kindEvents || o.accepted == 0 {
 			return

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type ServiceConfig struct {
 	Core Config
 	// leaseRoundsUnset records that Core.LeaseRounds was 0 (validate).
 	leaseRoundsUnset bool
+	// logPull is how many log records the consumer asks the server for at
+	// a time (0: the client's default, 500); the load test tries others.
+	logPull int
 	// Policy names the allocation policy (required); PolicyOptions is
 	// passed to its constructor.
 	Policy        string
@@ -340,6 +344,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("coordinator: log consumer: %w", err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) { s.receive(ctx, m) },
+		jetstream.PullMaxMessages(cmp.Or(s.cfg.logPull, jetstream.DefaultMaxMessages)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			s.log.Warn().Err(err).Msg("log consumer")
 		}))
