@@ -1,7 +1,6 @@
 package market
 
 import (
-	"cmp"
 	"math"
 	"slices"
 )
@@ -136,24 +135,67 @@ func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
 	}
 	runs = sortRuns(runs)
 	items := make([]item, 0, total)
+	var active [2][]run
 	for i := 0; i < len(runs); {
 		j := i + 1
 		for j < len(runs) && runs[j].key == runs[i].key {
 			j++
 		}
-		start := len(items)
-		for _, r := range runs[i:j] {
-			for n := r.n0; n < r.n0+r.cnt; n++ {
-				items = append(items, item{job: r.job, n: n, gain: r.gain})
-			}
-		}
-		if j > i+1 {
-			slices.SortFunc(items[start:], func(a, b item) int {
-				return cmp.Or(cmp.Compare(a.n, b.n), cmp.Compare(a.job, b.job))
-			})
-		}
+		items = expandTies(items, runs[i:j], &active)
 		i = j
 	}
+	return items
+}
+
+// expandTies appends the job-rounds of runs, the runs of one key in (n0,
+// job) order, to items in (n, job) order: round by round, the runs that
+// hold round n (those begun earlier and still running, then those
+// beginning at n) merged by job. A job's runs of one key never overlap
+// (its gains are nonincreasing), so each (n, job) comes once and the order
+// is the one sorting the expanded job-rounds by (n, job) gives. active is
+// scratch for the runs holding the current and the next round.
+func expandTies(items []item, runs []run, active *[2][]run) []item {
+	single := true // every run one round: already in (n, job) order
+	for k := range runs {
+		if runs[k].cnt != 1 {
+			single = false
+			break
+		}
+	}
+	if single {
+		for k := range runs {
+			items = append(items, item{job: runs[k].job, n: runs[k].n0, gain: runs[k].gain})
+		}
+		return items
+	}
+	cur, next := active[0][:0], active[1][:0]
+	n := runs[0].n0
+	for i := 0; i < len(runs) || len(cur) > 0; n++ {
+		if len(cur) == 0 {
+			n = max(n, runs[i].n0) // nothing running: skip to the next start
+		}
+		k := i
+		for k < len(runs) && runs[k].n0 == n {
+			k++
+		}
+		fresh := runs[i:k]
+		i = k
+		next = next[:0]
+		for a, b := 0, 0; a < len(cur) || b < len(fresh); {
+			var r *run
+			if b == len(fresh) || (a < len(cur) && cur[a].job < fresh[b].job) {
+				r, a = &cur[a], a+1
+			} else {
+				r, b = &fresh[b], b+1
+			}
+			items = append(items, item{job: r.job, n: n, gain: r.gain})
+			if n+1 < r.n0+r.cnt {
+				next = append(next, *r)
+			}
+		}
+		cur, next = next, cur
+	}
+	active[0], active[1] = cur, next
 	return items
 }
 
