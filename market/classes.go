@@ -253,16 +253,25 @@ func (m *model) candidates() []float64 {
 	for c := range m.jobs {
 		floor = max(floor, m.jobs[c].r[m.jobs[c].hi])
 	}
-	var cs []float64
+	size := 0
+	for c := range m.jobs {
+		size += len(m.jobs[c].r)
+	}
+	bits := make([]uint64, 0, size)
 	for c := range m.jobs {
 		for _, r := range m.jobs[c].r {
 			if r >= floor {
-				cs = append(cs, r)
+				bits = append(bits, math.Float64bits(r))
 			}
 		}
 	}
-	slices.Sort(cs)
-	m.cands = slices.Compact(cs)
+	// r = max(0, ·) is +0 or positive, so the bit patterns order as the
+	// values do and equal patterns are equal values (sortPositive).
+	bits = slices.Compact(sortPositive(bits))
+	m.cands = make([]float64, len(bits))
+	for k, b := range bits {
+		m.cands[k] = math.Float64frombits(b)
+	}
 	return m.cands
 }
 
