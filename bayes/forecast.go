@@ -200,7 +200,7 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 			break
 		}
 		if e >= tail && staysPut(&st, P) {
-			stillEpochs(cur, &N, &st.dur, L, e+1, E, pTotal) // the remaining epochs only accumulate
+			stillEpochsMemo(&j.still, cur, &N, &st.dur, L, e+1, E, pTotal) // the remaining epochs only accumulate
 			break
 		}
 		*nxt = moments{}

@@ -216,6 +216,8 @@ type job struct {
 	exec float64                 // execution seconds reported (Σ Elapsed)
 	cal  [len(calMarks)]calPoint // raw bands kept at calMarks (calibrate.go)
 	ncal int                     // marks passed
+
+	still *stillMemo // the last still tail of its forecast (forecast_still.go)
 }
 
 // Forecaster holds per-job state and per-family priors learned from
