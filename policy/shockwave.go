@@ -114,8 +114,8 @@ type Shockwave struct {
 	// job's index there when the snapshot lists the jobs in that order.
 	lastIDs []string
 	stamp   uint64 // counts Allocate calls (swMeta.stamp)
-	onSolve    func(*market.Instance)
-	online     *swOnline // nil in profile mode
+	onSolve func(*market.Instance)
+	online  *swOnline // nil in profile mode
 	// t0 is the clock at the policy's first round. Fair-share targets are
 	// kept relative to it, because the market compares them with Δ·R, the
 	// rounds since then (spec §4.5): in the simulator t0 = 0, on a live
