@@ -19,6 +19,11 @@ type model struct {
 	chain   bool      // every width divides the next wider one
 	ratio   []item    // all job-rounds by gain per GPU-round, for repairs (lazy)
 	cands   []float64 // candidates() (lazy; read-only once computed)
+	// rep[c] is the first job (canonical order) equal to c in every field
+	// but the ID and of equal weight: c's curves are its curves (shared,
+	// read-only), and every per-job value computed from the job and its
+	// curves alone is its value (twin.go).
+	rep []int32
 }
 
 // class groups the jobs of one gang width. Its job-rounds all cost the same
@@ -45,9 +50,14 @@ func newModel(in *instance, weights []float64, ftf bool) *model {
 	}
 	m := &model{in: in, k: in.set.K, ftf: ftf}
 	m.jobs = make([]jobModel, len(in.jobs))
+	m.rep = in.reps(weights)
 	var mem slab
 	for c := range in.jobs {
-		m.jobs[c] = in.jobModel(&in.jobs[c], weights[c], ftf, &mem)
+		if r := m.rep[c]; int(r) != c {
+			m.jobs[c] = m.jobs[r] // the same curves and FTF bound
+		} else {
+			m.jobs[c] = in.jobModel(&in.jobs[c], weights[c], ftf, &mem)
+		}
 		jm := &m.jobs[c]
 		m.base += jm.g[0]
 		m.uScale += max(math.Abs(jm.g[0]), math.Abs(jm.g[jm.hi]))
@@ -259,6 +269,9 @@ func (m *model) candidates() []float64 {
 	}
 	bits := make([]uint64, 0, size)
 	for c := range m.jobs {
+		if int(m.rep[c]) != c {
+			continue // its values are its representative's
+		}
 		for _, r := range m.jobs[c].r {
 			if r >= floor {
 				bits = append(bits, math.Float64bits(r))
@@ -279,6 +292,10 @@ func (m *model) candidates() []float64 {
 // FTF constraint in an FTF phase). It reports false if some job cannot.
 func (m *model) lowerBounds(bound float64, lo []int) bool {
 	for c := range m.jobs {
+		if r := int(m.rep[c]); r != c {
+			lo[c] = lo[r] // the same curve and FTF bound
+			continue
+		}
 		jm := &m.jobs[c]
 		n := slices.IndexFunc(jm.r, func(r float64) bool { return r <= bound })
 		if n < 0 || (m.ftf && jm.ftfLo < 0) {

@@ -26,6 +26,10 @@ func (in *instance) reuseModel(weights []float64, ftf bool) *model {
 	m.jobs = slices.Clone(c.m.jobs)
 	if ftf {
 		for k := range m.jobs {
+			if r := int(m.rep[k]); r != k {
+				m.jobs[k].ftfLo = m.jobs[r].ftfLo // the same job but its ID
+				continue
+			}
 			m.jobs[k].ftfLo = in.ftfLow(&in.jobs[k], &m.jobs[k])
 		}
 	}
