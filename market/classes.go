@@ -265,7 +265,9 @@ func (m *model) candidates() []float64 {
 	}
 	size := 0
 	for c := range m.jobs {
-		size += len(m.jobs[c].r)
+		if int(m.rep[c]) == c {
+			size += len(m.jobs[c].r)
+		}
 	}
 	bits := make([]uint64, 0, size)
 	for c := range m.jobs {
