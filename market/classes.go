@@ -151,7 +151,14 @@ func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
 		for j < len(runs) && runs[j].key == runs[i].key {
 			j++
 		}
-		items = expandTies(items, runs[i:j], &active)
+		if j == i+1 { // one job's rounds, in order
+			r := &runs[i]
+			for n := r.n0; n < r.n0+r.cnt; n++ {
+				items = append(items, item{job: r.job, n: n, gain: r.gain})
+			}
+		} else {
+			items = expandTies(items, runs[i:j], &active)
+		}
 		i = j
 	}
 	return items
@@ -263,13 +270,7 @@ func (m *model) candidates() []float64 {
 	for c := range m.jobs {
 		floor = max(floor, m.jobs[c].r[m.jobs[c].hi])
 	}
-	size := 0
-	for c := range m.jobs {
-		if int(m.rep[c]) == c {
-			size += len(m.jobs[c].r)
-		}
-	}
-	bits := make([]uint64, 0, size)
+	var bits []uint64
 	for c := range m.jobs {
 		if int(m.rep[c]) != c {
 			continue // its values are its representative's
@@ -281,8 +282,14 @@ func (m *model) candidates() []float64 {
 		}
 	}
 	// r = max(0, ·) is +0 or positive, so the bit patterns order as the
-	// values do and equal patterns are equal values (sortPositive).
-	bits = slices.Compact(sortPositive(bits))
+	// values do and equal patterns are equal values; a radix sort pays
+	// off on many of them (sortPositive).
+	if len(bits) < radixMin {
+		slices.Sort(bits)
+	} else {
+		bits = sortPositive(bits)
+	}
+	bits = slices.Compact(bits)
 	m.cands = make([]float64, len(bits))
 	for k, b := range bits {
 		m.cands[k] = math.Float64frombits(b)

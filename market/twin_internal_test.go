@@ -11,12 +11,23 @@ import (
 // TestSolve_SharedCurvesOfEqualJobsKeepTheResult: on problems in which
 // most jobs are copies of a few (equal but for the ID; a few copies with
 // one field or the sign of a zero changed), under both fairness rules and
-// random settings, Solve gives the same Result, every float's bits
+// random settings, with every key's hash colliding, and with the search
+// for copies stopped or continued after a few jobs, Solve gives the
+// same Result, every float's bits
 // included, with the curves of equal jobs shared as with every job's own.
 func TestSolve_SharedCurvesOfEqualJobsKeepTheResult(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 12))
 	shared := 0
+	hash, probe := twinHash, repProbe
+	defer func() { twinHash, repProbe = hash, probe }()
 	for trial := range 120 {
+		twinHash, repProbe = hash, probe
+		if trial%4 == 3 { // every key collides: equal keys are told apart field by field
+			twinHash = func(*twinKey) uint64 { return 7 }
+		}
+		if trial%3 == 2 { // a short probe: the table is rebuilt, or the search stops
+			repProbe = 1 + rng.IntN(12)
+		}
 		gpus := 4 + rng.IntN(40)
 		n := 5 + rng.IntN(60)
 		round, rounds := rng.IntN(30), 5+rng.IntN(20)
