@@ -159,8 +159,8 @@ func (s *Shockwave) solve(v *swView) error {
 			if m.guessed && !e.uninformed {
 				m.targets = m.targets[:0] // targets from a forecast that knew no throughput are dropped
 			}
-			v := m.submit - s.t0 + (e.doneSecs+e.remaining)/share
-			m.targets = append(m.targets, swTarget{round: s.round, value: v})
+			target := m.submit - s.t0 + (e.doneSecs+e.remaining)/share
+			m.targets = append(m.targets, swTarget{round: s.round, value: target})
 			m.guessed = e.uninformed
 		}
 	}
