@@ -24,6 +24,18 @@ type model struct {
 	// read-only), and every per-job value computed from the job and its
 	// curves alone is its value (twin.go).
 	rep []int32
+	// lo holds the FTF lower bounds when they differ from the curves'
+	// (jobModel.ftfLo): a reused model shares the curves (reuse.go).
+	lo []int
+}
+
+// ftfLo is job c's FTF lower bound: the least n meeting the FTF
+// constraint, −1 if none (0 when unused).
+func (m *model) ftfLo(c int) int {
+	if m.lo != nil {
+		return m.lo[c]
+	}
+	return m.jobs[c].ftfLo
 }
 
 // class groups the jobs of one gang width. Its job-rounds all cost the same
@@ -307,10 +319,10 @@ func (m *model) lowerBounds(bound float64, lo []int) bool {
 		}
 		jm := &m.jobs[c]
 		n := slices.IndexFunc(jm.r, func(r float64) bool { return r <= bound })
-		if n < 0 || (m.ftf && jm.ftfLo < 0) {
+		if n < 0 || (m.ftf && m.ftfLo(c) < 0) {
 			return false
 		}
-		lo[c] = max(n, jm.ftfLo)
+		lo[c] = max(n, m.ftfLo(c))
 	}
 	return true
 }

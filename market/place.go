@@ -68,7 +68,7 @@ func arrange(in *instance, m *model, n []int, on []bool) []bool {
 	for c := range order {
 		order[c] = ranked{false, in.prio[c] * in.rho[c] / float64(max(n[c], 1)), in.prio[c], in.rho[c], n[c], c}
 		if in.tight {
-			order[c].later, order[c].key = in.tightRank(&m.jobs[c], n[c], in.prio[c]*in.rho[c])
+			order[c].later, order[c].key = in.tightRank(&m.jobs[c], m.ftfLo(c), n[c], in.prio[c]*in.rho[c])
 		}
 	}
 	slices.SortFunc(order, func(x, y ranked) int {
@@ -116,11 +116,11 @@ func arrange(in *instance, m *model, n []int, on []bool) []bool {
 // next plan defers it again). Its key is π·ρ̃/(T − lo + 1) instead: the
 // rounds it may still skip in the window under its lower bound lo (FTF and
 // critical), plus one.
-func (in *instance) tightRank(jm *jobModel, n int, prioRho float64) (later bool, key float64) {
+func (in *instance) tightRank(jm *jobModel, lo, n int, prioRho float64) (later bool, key float64) {
 	if jm.r[n] <= 0 {
 		return false, prioRho / float64(max(n, 1))
 	}
-	return true, prioRho / float64(in.T-max(jm.ftfLo, 0)+1)
+	return true, prioRho / float64(in.T-max(lo, 0)+1)
 }
 
 func btoi(b bool) int {
