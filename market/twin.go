@@ -72,12 +72,15 @@ func (t *twinTable) init(n int) {
 }
 
 // find returns the representative of job c's key, which is c when the
-// table held none (c is then added).
+// table held none (c is then added). A probe gives up after maxTwinProbe
+// slots (keys crafted to collide cannot make the search quadratic) and
+// returns c, which is always a valid representative of itself.
 func (t *twinTable) find(in *instance, weights []float64, c int) int {
 	k := in.twinKey(c, weights)
 	h := twinHash(&k)
 	mask := uint64(len(t.slot) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
+	i := h & mask
+	for range maxTwinProbe {
 		r := int(t.slot[i]) - 1
 		if r < 0 {
 			t.slot[i], t.hash[i] = int32(c)+1, h
@@ -86,8 +89,13 @@ func (t *twinTable) find(in *instance, weights []float64, c int) int {
 		if t.hash[i] == h && in.twinKey(r, weights) == k {
 			return r
 		}
+		i = (i + 1) & mask
 	}
+	return c
 }
+
+// maxTwinProbe bounds one search of the twin table.
+const maxTwinProbe = 64
 
 func (in *instance) twinKey(c int, weights []float64) twinKey {
 	j := &in.jobs[c]
@@ -110,5 +118,13 @@ var twinHash = func(k *twinKey) uint64 {
 	for _, v := range k.f {
 		h = (h^v)*0x100000001b3 + 0x9e3779b97f4a7c15
 	}
+	// The table indexes by the low bits, which the products above take
+	// from the fields' low bits alone (often zero in a float's mantissa):
+	// a finalizer mixes the high bits down (MurmurHash3's fmix64).
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
 	return h
 }

@@ -101,3 +101,49 @@ func randomInternalSettings(rng *rand.Rand) *Settings {
 	s.Gap = 0
 	return s
 }
+
+// TestReps_AreEarlierEqualJobs: whatever the hash (colliding for every
+// key, so that probes give up) and the probe length, each job's
+// representative is itself or an earlier job with the same key, itself a
+// representative; and with a working hash every copy among the first
+// jobs finds the first of its key.
+func TestReps_AreEarlierEqualJobs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 15))
+	hash := twinHash
+	defer func() { twinHash = hash }()
+	for trial := range 40 {
+		twinHash = hash
+		if trial%2 == 1 {
+			twinHash = func(*twinKey) uint64 { return 3 }
+		}
+		n := 50 + rng.IntN(3000)
+		kinds := 1 + rng.IntN(200)
+		p := Problem{GPUs: 64, Rounds: 20, RoundSeconds: 120}
+		for c := range n {
+			k := rng.IntN(kinds)
+			p.Jobs = append(p.Jobs, Job{ID: fmt.Sprintf("j%05d", c), Workers: 1 + k%3, Epochs: float64(10 + k), Progress: 1,
+				EpochSeconds: 100, Remaining: float64(1000 + k), FairFinish: 5000})
+		}
+		in := newInstance(&p, DefaultSettings())
+		w := make([]float64, n)
+		for c := range w {
+			w[c] = 1
+		}
+		rep := in.reps(w)
+		first := map[twinKey]int{}
+		for c, r := range rep {
+			k := in.twinKey(c, w)
+			if int(r) > c || int(rep[r]) != int(r) || in.twinKey(int(r), w) != k {
+				t.Fatalf("trial %d: job %d has representative %d", trial, c, r)
+			}
+			f, seen := first[k]
+			if !seen {
+				first[k] = c
+				f = c
+			}
+			if trial%2 == 0 && c < repProbe && int(r) != f {
+				t.Fatalf("trial %d: job %d has representative %d, the first of its key is %d", trial, c, r, f)
+			}
+		}
+	}
+}
