@@ -467,7 +467,13 @@ func (d *Detector) Mean() float64 {
 // the prior's predictive scale β(κ+1)/(ακ) instead (their variance is
 // infinite).
 func (d *Detector) MeanVariance() float64 {
-	mean := d.Mean()
+	_, v := d.meanAndVariance()
+	return v
+}
+
+// meanAndVariance is Mean and MeanVariance, the mean computed once.
+func (d *Detector) meanAndVariance() (mean, variance float64) {
+	mean = d.Mean()
 	s := 0.0
 	for r := 0; r <= d.hi; r++ {
 		w := d.w[r]
@@ -482,5 +488,5 @@ func (d *Detector) MeanVariance() float64 {
 		dm := d.mu[r] - mean
 		s += w * (v + dm*dm)
 	}
-	return s
+	return mean, s
 }

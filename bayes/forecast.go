@@ -200,7 +200,7 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 			break
 		}
 		if e >= tail && staysPut(&st, P) {
-			stillEpochs(cur, &N, &st.dur, L, e+1, E, pTotal) // the remaining epochs only accumulate
+			stillEpochsMemo(&j.still, cur, &N, &st.dur, L, e+1, E, pTotal) // the remaining epochs only accumulate
 			break
 		}
 		*nxt = moments{}
@@ -450,7 +450,8 @@ func (f *Forecaster) throughputs(j *job, st *forecastState) (uninformed bool) {
 	ownMean := func(i int) (float64, float64, bool) {
 		b := st.lv.bs[i]
 		if i == 0 && j.det.Observations() > 0 {
-			return j.det.Mean(), j.det.MeanVariance(), true
+			mu, v := j.det.meanAndVariance()
+			return mu, v, true
 		}
 		if o := j.ownAt(b); o != nil {
 			return o.logThr, o.v, true

@@ -10,7 +10,10 @@ import (
 // TestForecast_PristineJobsSharingAForecastGetTheirOwnBits: on a workload
 // of a few job shapes (model, mode, width, batch size, size), many jobs
 // each, where jobs are admitted, report progress (some change batch size),
-// complete and leave in random order, every Forecast equals the forecast
+// complete and leave in random order (a third of the reports progress
+// alone, which bumps the memo's version only where it reaches what other
+// jobs' forecasts read: the model's batch sizes, a regime change, the
+// families), every Forecast equals the forecast
 // computed for the job alone (forecastRaw and the band's calibration), bit
 // for bit, after every call; and the memo does serve forecasts (jobs of
 // one shape that reported nothing share one).
@@ -34,6 +37,7 @@ func TestForecast_PristineJobsSharingAForecastGetTheirOwnBits(t *testing.T) {
 	steps := map[string]int64{}
 	bs := map[string]int{}
 	shared, forecasts := 0, 0
+	unbumped := 0 // Observe calls that changed nothing other jobs' forecasts read
 	for call := range 1500 {
 		switch op := rng.IntN(10); {
 		case op < 3 || len(live) < 5:
@@ -53,8 +57,18 @@ func TestForecast_PristineJobsSharingAForecastGetTheirOwnBits(t *testing.T) {
 			steps[id] += int64(rng.IntN(3000))
 			o := Observation{StepsDone: min(steps[id], j.total), TotalSteps: j.total, BatchSize: bs[id], Elapsed: 10,
 				Throughput: 50 * math.Exp(0.1*rng.NormFloat64())}
+			if rng.IntN(3) == 0 { // progress alone (a job's first report, a failed lease)
+				o.Throughput = 0
+				if rng.IntN(2) == 0 {
+					o.StepsDone, o.Elapsed = j.steps, 0
+				}
+			}
+			ver := f.ver
 			if err := f.Observe(id, o); err != nil {
 				t.Fatal(err)
+			}
+			if f.ver == ver {
+				unbumped++
 			}
 		default:
 			k := rng.IntN(len(live))
@@ -81,8 +95,11 @@ func TestForecast_PristineJobsSharingAForecastGetTheirOwnBits(t *testing.T) {
 			}
 		}
 	}
+	if unbumped < 50 {
+		t.Fatalf("only %d Observe calls kept the memo's version: the shared-state test is not exercised", unbumped)
+	}
 	if len(f.memo.m) == 0 || shared < forecasts/10 {
 		t.Fatalf("the memo served little: %d of %d forecasts were of pristine jobs, %d shapes remembered", shared, forecasts, len(f.memo.m))
 	}
-	t.Logf("%d forecasts, %d of pristine jobs", forecasts, shared)
+	t.Logf("%d forecasts, %d of pristine jobs; %d of the Observe calls kept the version", forecasts, shared, unbumped)
 }

@@ -216,6 +216,8 @@ type job struct {
 	exec float64                 // execution seconds reported (Σ Elapsed)
 	cal  [len(calMarks)]calPoint // raw bands kept at calMarks (calibrate.go)
 	ncal int                     // marks passed
+
+	still *stillMemo // the last still tail of its forecast (forecast_still.go)
 }
 
 // Forecaster holds per-job state and per-family priors learned from
@@ -261,16 +263,21 @@ func (f *Forecaster) batchCap(model string) int {
 	return 0
 }
 
-func (f *Forecaster) sawBatch(model string, bs int, newJob bool) {
+func (f *Forecaster) sawBatch(model string, bs int, newJob bool) (changed bool) {
 	mb := f.batch[model]
 	if mb == nil {
 		mb = &modelBatch{}
 		f.batch[model] = mb
+		changed = true
 	}
 	if newJob {
 		mb.jobs++
+		changed = true
 	}
-	mb.max = max(mb.max, bs)
+	if bs > mb.max {
+		mb.max, changed = bs, true
+	}
+	return changed
 }
 
 // NewForecaster returns an empty forecaster. It panics on an invalid
@@ -341,8 +348,12 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	if err := o.validate(id); err != nil {
 		return err
 	}
-	f.changed()
-	f.sawBatch(j.spec.Model, o.BatchSize, false)
+	// What forecasts of other jobs read changes only through the model's
+	// batch sizes, a regime change (a peer table entry), a throughput
+	// (the peer table) or taught transitions (the families); the rest is
+	// the job's own state, which a pristine job's memo key holds
+	// (forecast_memo.go). Only those bump the version.
+	shared := f.sawBatch(j.spec.Model, o.BatchSize, false) || o.BatchSize != j.bs || o.Throughput > 0
 	prevPos := j.pos
 	n := ipe(j.spec.DatasetSize, o.BatchSize)
 	pos := float64(o.StepsDone) / float64(n)
@@ -369,18 +380,23 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 	// Epochs below the position have started at their final batch size (a
 	// later change starts at ceil(position) or beyond), so the transitions
 	// into them are facts: teach them to the families now.
-	f.teach(j, int(math.Ceil(j.pos-1e-9))-1)
+	if f.teach(j, int(math.Ceil(j.pos-1e-9))-1) {
+		shared = true
+	}
+	if shared {
+		f.changed()
+	}
 	j.exec += o.Elapsed
 	f.sample(j)
 	return nil
 }
 
 // teach folds the job's transitions e → e+1 for taught ≤ e < to into its
-// family nodes.
-func (f *Forecaster) teach(j *job, to int) {
+// family nodes; it reports whether there were any.
+func (f *Forecaster) teach(j *job, to int) bool {
 	to = min(to, j.epochs-1)
 	if j.truncated || to <= j.taught {
-		return
+		return false
 	}
 	for _, nd := range j.nodes {
 		if j.taught == 0 {
@@ -389,6 +405,7 @@ func (f *Forecaster) teach(j *job, to int) {
 		nd.teach(j.segs, j.taught, to, j.spec.InitialBatchSize)
 	}
 	j.taught = to
+	return true
 }
 
 // changeRegime records a known change point to batch size bs at epoch

@@ -1,7 +1,6 @@
 package market
 
 import (
-	"cmp"
 	"math"
 	"slices"
 )
@@ -20,6 +19,23 @@ type model struct {
 	chain   bool      // every width divides the next wider one
 	ratio   []item    // all job-rounds by gain per GPU-round, for repairs (lazy)
 	cands   []float64 // candidates() (lazy; read-only once computed)
+	// rep[c] is the first job (canonical order) equal to c in every field
+	// but the ID and of equal weight: c's curves are its curves (shared,
+	// read-only), and every per-job value computed from the job and its
+	// curves alone is its value (twin.go).
+	rep []int32
+	// lo holds the FTF lower bounds when they differ from the curves'
+	// (jobModel.ftfLo): a reused model shares the curves (reuse.go).
+	lo []int
+}
+
+// ftfLo is job c's FTF lower bound: the least n meeting the FTF
+// constraint, −1 if none (0 when unused).
+func (m *model) ftfLo(c int) int {
+	if m.lo != nil {
+		return m.lo[c]
+	}
+	return m.jobs[c].ftfLo
 }
 
 // class groups the jobs of one gang width. Its job-rounds all cost the same
@@ -46,9 +62,14 @@ func newModel(in *instance, weights []float64, ftf bool) *model {
 	}
 	m := &model{in: in, k: in.set.K, ftf: ftf}
 	m.jobs = make([]jobModel, len(in.jobs))
+	m.rep = in.reps(weights)
 	var mem slab
 	for c := range in.jobs {
-		m.jobs[c] = in.jobModel(&in.jobs[c], weights[c], ftf, &mem)
+		if r := m.rep[c]; int(r) != c {
+			m.jobs[c] = m.jobs[r] // the same curves and FTF bound
+		} else {
+			m.jobs[c] = in.jobModel(&in.jobs[c], weights[c], ftf, &mem)
+		}
 		jm := &m.jobs[c]
 		m.base += jm.g[0]
 		m.uScale += max(math.Abs(jm.g[0]), math.Abs(jm.g[jm.hi]))
@@ -136,24 +157,74 @@ func (m *model) sortedItems(jobs []int32, perGPU bool) []item {
 	}
 	runs = sortRuns(runs)
 	items := make([]item, 0, total)
+	var active [2][]run
 	for i := 0; i < len(runs); {
 		j := i + 1
 		for j < len(runs) && runs[j].key == runs[i].key {
 			j++
 		}
-		start := len(items)
-		for _, r := range runs[i:j] {
+		if j == i+1 { // one job's rounds, in order
+			r := &runs[i]
 			for n := r.n0; n < r.n0+r.cnt; n++ {
 				items = append(items, item{job: r.job, n: n, gain: r.gain})
 			}
-		}
-		if j > i+1 {
-			slices.SortFunc(items[start:], func(a, b item) int {
-				return cmp.Or(cmp.Compare(a.n, b.n), cmp.Compare(a.job, b.job))
-			})
+		} else {
+			items = expandTies(items, runs[i:j], &active)
 		}
 		i = j
 	}
+	return items
+}
+
+// expandTies appends the job-rounds of runs, the runs of one key in (n0,
+// job) order, to items in (n, job) order: round by round, the runs that
+// hold round n (those begun earlier and still running, then those
+// beginning at n) merged by job. A job's runs of one key never overlap
+// (its gains are nonincreasing), so each (n, job) comes once and the order
+// is the one sorting the expanded job-rounds by (n, job) gives. active is
+// scratch for the runs holding the current and the next round.
+func expandTies(items []item, runs []run, active *[2][]run) []item {
+	single := true // every run one round: already in (n, job) order
+	for k := range runs {
+		if runs[k].cnt != 1 {
+			single = false
+			break
+		}
+	}
+	if single {
+		for k := range runs {
+			items = append(items, item{job: runs[k].job, n: runs[k].n0, gain: runs[k].gain})
+		}
+		return items
+	}
+	cur, next := active[0][:0], active[1][:0]
+	n := runs[0].n0
+	for i := 0; i < len(runs) || len(cur) > 0; n++ {
+		if len(cur) == 0 {
+			n = max(n, runs[i].n0) // nothing running: skip to the next start
+		}
+		k := i
+		for k < len(runs) && runs[k].n0 == n {
+			k++
+		}
+		fresh := runs[i:k]
+		i = k
+		next = next[:0]
+		for a, b := 0, 0; a < len(cur) || b < len(fresh); {
+			var r *run
+			if b == len(fresh) || (a < len(cur) && cur[a].job < fresh[b].job) {
+				r, a = &cur[a], a+1
+			} else {
+				r, b = &fresh[b], b+1
+			}
+			items = append(items, item{job: r.job, n: n, gain: r.gain})
+			if n+1 < r.n0+r.cnt {
+				next = append(next, *r)
+			}
+		}
+		cur, next = next, cur
+	}
+	active[0], active[1] = cur, next
 	return items
 }
 
@@ -211,16 +282,30 @@ func (m *model) candidates() []float64 {
 	for c := range m.jobs {
 		floor = max(floor, m.jobs[c].r[m.jobs[c].hi])
 	}
-	var cs []float64
+	var bits []uint64
 	for c := range m.jobs {
+		if int(m.rep[c]) != c {
+			continue // its values are its representative's
+		}
 		for _, r := range m.jobs[c].r {
 			if r >= floor {
-				cs = append(cs, r)
+				bits = append(bits, math.Float64bits(r))
 			}
 		}
 	}
-	slices.Sort(cs)
-	m.cands = slices.Compact(cs)
+	// r = max(0, ·) is +0 or positive, so the bit patterns order as the
+	// values do and equal patterns are equal values; a radix sort pays
+	// off on many of them (sortPositive).
+	if len(bits) < radixMin {
+		slices.Sort(bits)
+	} else {
+		bits = sortPositive(bits)
+	}
+	bits = slices.Compact(bits)
+	m.cands = make([]float64, len(bits))
+	for k, b := range bits {
+		m.cands[k] = math.Float64frombits(b)
+	}
 	return m.cands
 }
 
@@ -228,12 +313,16 @@ func (m *model) candidates() []float64 {
 // FTF constraint in an FTF phase). It reports false if some job cannot.
 func (m *model) lowerBounds(bound float64, lo []int) bool {
 	for c := range m.jobs {
+		if r := int(m.rep[c]); r != c {
+			lo[c] = lo[r] // the same curve and FTF bound
+			continue
+		}
 		jm := &m.jobs[c]
 		n := slices.IndexFunc(jm.r, func(r float64) bool { return r <= bound })
-		if n < 0 || (m.ftf && jm.ftfLo < 0) {
+		if n < 0 || (m.ftf && m.ftfLo(c) < 0) {
 			return false
 		}
-		lo[c] = max(n, jm.ftfLo)
+		lo[c] = max(n, m.ftfLo(c))
 	}
 	return true
 }

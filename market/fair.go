@@ -183,11 +183,16 @@ func (in *instance) critLow(j *Job, jm *jobModel) int {
 func (in *instance) rhoCandidates(m *model) []uint64 {
 	size := 1
 	for c := range m.jobs {
-		size += m.jobs[c].hi + 1
+		if int(m.rep[c]) == c {
+			size += m.jobs[c].hi + 1
+		}
 	}
 	bits := make([]uint64, 1, size)
 	bits[0] = math.Float64bits(in.set.RhoMax)
 	for c := range in.jobs {
+		if int(m.rep[c]) != c {
+			continue // its values are its representative's
+		}
 		j, jm := &in.jobs[c], &m.jobs[c]
 		for n := 0; n <= jm.hi; n++ {
 			end := in.T

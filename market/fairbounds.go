@@ -38,6 +38,10 @@ func newLowerBounds(in *instance, m *model) *lowerBounds {
 func (lb *lowerBounds) start() {
 	for c := range lb.from {
 		lb.from[c] = 0
+		if r := int(lb.m.rep[c]); r != c {
+			lb.crit[c] = lb.crit[r] // the same job but its ID
+			continue
+		}
 		lb.crit[c] = lb.in.critLow(&lb.in.jobs[c], &lb.m.jobs[c])
 	}
 }
@@ -64,6 +68,10 @@ func (lb *lowerBounds) packs(pk *packer, rho float64) bool {
 		return false
 	}
 	for c := range lb.lo {
+		if r := int(lb.m.rep[c]); r != c { // the same job but its ID: its scan passed
+			lb.firsts[c], lb.lo[c] = lb.firsts[r], lb.lo[r]
+			continue
+		}
 		f := lb.first(c, lb.from[c])
 		if f < 0 {
 			lb.witness = c

@@ -201,10 +201,17 @@ func (p *packer) fits(n []int) bool {
 	for last > 0 && p.m.jobs[p.order[last-1]].w == p.m.jobs[p.order[len(p.order)-1]].w {
 		last--
 	}
-	for _, c := range p.order[:last] {
-		if !p.take(c, n[c]) {
+	for i := 0; i < last; { // a bucket of jobs of one width and one count at a time
+		c := p.order[i]
+		w, k := p.m.jobs[c].w, n[c]
+		j := i + 1
+		for j < last && p.m.jobs[p.order[j]].w == w && n[p.order[j]] == k {
+			j++
+		}
+		if j == i+1 && !p.take(c, k) || j > i+1 && !p.takeMany(w, k, j-i) {
 			return false
 		}
+		i = j
 	}
 	rest := p.order[last:]
 	if len(rest) == 0 {
@@ -248,6 +255,67 @@ func (p *packer) take(c, k int) bool {
 		p.on[c*p.T+t] = true
 	}
 	p.resort(k)
+	return true
+}
+
+// takeMany is m takes of jobs of width w and k rounds each, as fits needs
+// them: whether they all succeed, and the free GPUs they leave as a
+// multiset (which rounds hold which count is not kept: rounds of equal
+// capacity are interchangeable for every later take and for the
+// Gale–Ryser test, so fits gives the same answer). On a chain every round's
+// capacity is r + w·s_t with one r < w, s_t slots of width w. m jobs of k
+// rounds each fit iff Σ_t min(s_t, m) ≥ m·k (the Gale–Ryser condition for
+// equal counts: the test for fewer jobs follows, the left side being
+// concave in m), and then greedy, each job taking the k rounds with the
+// most slots, leaves the slots levelled from the top: with L the least
+// level at which D(L) = Σ_t min(m, max(0, s_t − L)) ≤ m·k, every round
+// loses min(m, max(0, s_t − L)) slots and m·k − D(L) of the rounds left
+// at L with fewer than m taken lose one more. (TestPack_TakeManyLeavesWhatTakesLeave
+// checks both against m takes.)
+func (p *packer) takeMany(w, k, m int) bool {
+	s := p.tmp[:0]
+	fit, top := 0, 0
+	for _, f := range p.free {
+		s = append(s, f/w)
+		fit += min(f/w, m)
+		top = max(top, f/w)
+	}
+	p.tmp = s
+	if fit < m*k {
+		return false
+	}
+	taken := func(L int) int {
+		d := 0
+		for _, x := range s {
+			d += min(m, max(0, x-L))
+		}
+		return d
+	}
+	lo, hi := 0, top // taken(top) = 0 ≤ m·k
+	for lo < hi {
+		if mid := (lo + hi) / 2; taken(mid) <= m*k {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	extra := m*k - taken(lo)
+	for t := range p.free {
+		d := min(m, max(0, s[t]-lo))
+		if extra > 0 && s[t]-d == lo && d < m {
+			d, extra = d+1, extra-1
+		}
+		p.free[t] -= d * w
+	}
+	slices.SortFunc(p.idx, func(a, b int) int {
+		switch {
+		case a == b:
+			return 0
+		case p.less(a, b):
+			return -1
+		}
+		return 1
+	})
 	return true
 }
 

@@ -2,6 +2,7 @@ package market
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -128,5 +129,72 @@ func TestPack_FitsAnswersAsTheGreedy(t *testing.T) {
 	}
 	if yes < 100 || no < 100 {
 		t.Fatalf("degenerate sample: %d pack, %d do not", yes, no)
+	}
+}
+
+// TestPack_TakeManyLeavesWhatTakesLeave checks fits' batch step against
+// its definition: from random partial packings of a chain (G not always a
+// multiple of the widths), m takes of width w and k rounds succeed exactly
+// when takeMany does, and then leave the same capacities as a multiset,
+// with the rounds in (free desc, index asc) order.
+func TestPack_TakeManyLeavesWhatTakesLeave(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 13))
+	chains := [][]int{{1, 2, 4, 8}, {2, 4}, {1, 3, 6}, {1}, {4, 8, 16}}
+	yes, no := 0, 0
+	for trial := range 30000 {
+		chain := chains[rng.IntN(len(chains))]
+		G, T := chain[0]+rng.IntN(60), 1+rng.IntN(24)
+		var widths []int
+		for _, w := range chain {
+			if w <= G {
+				widths = append(widths, w)
+			}
+		}
+		m := packModel(G, T, widths)
+		a, b := newPacker(m), newPacker(m)
+		a.reset()
+		for range rng.IntN(6) { // wider jobs placed first, as fits places them
+			w := widths[len(widths)-1-rng.IntN(len(widths))]
+			m.jobs[0].w = w
+			a.take(0, 1+rng.IntN(T))
+		}
+		w := widths[rng.IntN(len(widths))]
+		for _, x := range a.free { // keep the chain's invariant: wider widths only above w
+			if (x-a.free[0])%w != 0 {
+				w = widths[0]
+				break
+			}
+		}
+		b.free, b.idx = slices.Clone(a.free), slices.Clone(a.idx)
+		k, cnt := 1+rng.IntN(T), 1+rng.IntN(3*G/w+2)
+		m.jobs[0].w = w
+		want := true
+		for range cnt {
+			if !a.take(0, k) {
+				want = false
+				break
+			}
+		}
+		got := b.takeMany(w, k, cnt)
+		if got != want {
+			t.Fatalf("trial %d: G=%d T=%d w=%d k=%d m=%d from %v: takeMany %v, takes %v", trial, G, T, w, k, cnt, b.free, got, want)
+		}
+		if !want {
+			no++
+			continue
+		}
+		yes++
+		fa, fb := slices.Sorted(slices.Values(a.free)), slices.Sorted(slices.Values(b.free))
+		if !slices.Equal(fa, fb) {
+			t.Fatalf("trial %d: G=%d T=%d w=%d k=%d m=%d: takeMany leaves %v, takes %v", trial, G, T, w, k, cnt, fb, fa)
+		}
+		for i := 1; i < T; i++ {
+			if !b.less(b.idx[i-1], b.idx[i]) {
+				t.Fatalf("trial %d: rounds out of order: %v with free %v", trial, b.idx, b.free)
+			}
+		}
+	}
+	if yes < 1000 || no < 1000 {
+		t.Fatalf("degenerate sample: %d fit, %d do not", yes, no)
 	}
 }

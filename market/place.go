@@ -59,36 +59,16 @@ func arrange(in *instance, m *model, n []int, on []bool) []bool {
 	// key multiplies that by ρ̃_c, so that among jobs still within their
 	// fair share (π = 1) the one nearest its target goes first. Ties: π,
 	// ρ̃ and n descending, then canonical index (a total order).
-	type ranked struct {
-		later          bool
-		key, prio, rho float64
-		n, c           int
-	}
 	order := make([]ranked, N)
 	for c := range order {
 		order[c] = ranked{false, in.prio[c] * in.rho[c] / float64(max(n[c], 1)), in.prio[c], in.rho[c], n[c], c}
 		if in.tight {
-			order[c].later, order[c].key = in.tightRank(&m.jobs[c], n[c], in.prio[c]*in.rho[c])
+			order[c].later, order[c].key = in.tightRank(&m.jobs[c], m.ftfLo(c), n[c], in.prio[c]*in.rho[c])
 		}
 	}
-	slices.SortFunc(order, func(x, y ranked) int {
-		if x.later != y.later {
-			return cmp.Compare(btoi(x.later), btoi(y.later))
-		}
-		if d := cmp.Compare(y.key, x.key); d != 0 {
-			return d
-		}
-		if d := cmp.Compare(y.prio, x.prio); d != 0 {
-			return d
-		}
-		if d := cmp.Compare(y.rho, x.rho); d != 0 {
-			return d
-		}
-		if d := cmp.Compare(y.n, x.n); d != 0 {
-			return d
-		}
-		return cmp.Compare(x.c, y.c)
-	})
+	if !sortRankedByGroups(order, m.rep, n) {
+		slices.SortFunc(order, compareRanked)
+	}
 	rank := make([]int, N)
 	for r, o := range order {
 		rank[r] = o.c
@@ -104,6 +84,97 @@ func arrange(in *instance, m *model, n []int, on []bool) []bool {
 	return a.on
 }
 
+// ranked is a job's place in arrange's ranking.
+type ranked struct {
+	later          bool
+	key, prio, rho float64
+	n, c           int
+}
+
+// compareRanked is arrange's order: later last, then key, π, ρ̃ and n
+// descending, then canonical index.
+func compareRanked(x, y ranked) int {
+	if d := compareTuple(&x, &y); d != 0 {
+		return d
+	}
+	return cmp.Compare(x.c, y.c)
+}
+
+// compareTuple is compareRanked without the canonical index.
+func compareTuple(x, y *ranked) int {
+	if x.later != y.later {
+		return cmp.Compare(btoi(x.later), btoi(y.later))
+	}
+	if d := cmp.Compare(y.key, x.key); d != 0 {
+		return d
+	}
+	if d := cmp.Compare(y.prio, x.prio); d != 0 {
+		return d
+	}
+	if d := cmp.Compare(y.rho, x.rho); d != 0 {
+		return d
+	}
+	return cmp.Compare(y.n, x.n)
+}
+
+// sortRankedByGroups sorts order (order[c] is job c's) as compareRanked
+// does when the jobs fall into few groups of equal representative (twin.go)
+// and round count, whose entries are then equal but for c: it sorts one
+// entry per group, ranks the groups (groups whose entries compare equal
+// share a rank), and lays the jobs out by rank, each rank's in canonical
+// order. It reports false, leaving order as it was, when there are many
+// groups (or no representatives).
+func sortRankedByGroups(order []ranked, rep []int32, n []int) bool {
+	N := len(order)
+	if rep == nil || N < 64 {
+		return false
+	}
+	group := make([]int32, N)
+	first := make(map[int64]int32)
+	var heads []int // a job of each group
+	for c := range order {
+		k := int64(rep[c])<<32 | int64(uint32(n[c]))
+		g, ok := first[k]
+		if !ok {
+			if len(heads) >= N/8 {
+				return false
+			}
+			g = int32(len(heads))
+			first[k] = g
+			heads = append(heads, c)
+		}
+		group[c] = g
+	}
+	byTuple := make([]int32, len(heads))
+	for g := range byTuple {
+		byTuple[g] = int32(g)
+	}
+	slices.SortFunc(byTuple, func(a, b int32) int { return compareTuple(&order[heads[a]], &order[heads[b]]) })
+	rank := make([]int, len(heads))
+	r := 0
+	for i, g := range byTuple {
+		if i > 0 && compareTuple(&order[heads[byTuple[i-1]]], &order[heads[g]]) != 0 {
+			r++
+		}
+		rank[g] = r
+	}
+	start := make([]int, r+2)
+	for c := range order {
+		start[rank[group[c]]+1]++
+	}
+	for i := 1; i < len(start); i++ {
+		start[i] += start[i-1]
+	}
+	sorted := make([]ranked, N)
+	for c := range order { // canonical order within a rank
+		i := &start[rank[group[c]]]
+		sorted[*i] = order[c]
+		*i++
+	}
+	copy(order, sorted)
+	return true
+}
+
 // tightRank is a job's rank under FairnessTightest: whether it ranks after
 // the jobs that finish in the window, and its key within its group (see
 // the package doc). Only the current round of a window is ever run; the
@@ -116,11 +187,11 @@ func arrange(in *instance, m *model, n []int, on []bool) []bool {
 // next plan defers it again). Its key is π·ρ̃/(T − lo + 1) instead: the
 // rounds it may still skip in the window under its lower bound lo (FTF and
 // critical), plus one.
-func (in *instance) tightRank(jm *jobModel, n int, prioRho float64) (later bool, key float64) {
+func (in *instance) tightRank(jm *jobModel, lo, n int, prioRho float64) (later bool, key float64) {
 	if jm.r[n] <= 0 {
 		return false, prioRho / float64(max(n, 1))
 	}
-	return true, prioRho / float64(in.T-max(jm.ftfLo, 0)+1)
+	return true, prioRho / float64(in.T-max(lo, 0)+1)
 }
 
 func btoi(b bool) int {

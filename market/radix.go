@@ -135,6 +135,10 @@ func radixPass(runs, buf []run, shift int, byKey bool) bool {
 	return true
 }
 
+// radixMin is the count below which a comparison sort beats sortPositive
+// (whose digit histograms cost a fixed 6·2048 counters).
+const radixMin = 4096
+
 // sortPositive sorts the bit patterns of positive floats (+Inf included),
 // which order as the floats do, ascending: a least-significant-digit radix
 // sort, 11 bits per pass, all histograms counted in one read, skipping the

@@ -1,6 +1,7 @@
 package market
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -98,6 +99,50 @@ func TestSortRuns_JobOrderedRunsAsTheComparisonSort(t *testing.T) {
 			if got[i].cnt != want[i].cnt {
 				t.Fatalf("trial %d: position %d holds run %+v, want %+v", trial, i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// TestExpandTies_OrdersAsSortingTheJobRounds checks the round-by-round
+// merge of one key's runs against expanding them and sorting the
+// job-rounds by (n, job), as sortedItems did: random runs in (n0, job)
+// order, long and short, with gaps between them and jobs holding several
+// runs of the key one after the other (as gains per GPU that round to one
+// key can give), scratch reused across trials.
+func TestExpandTies_OrdersAsSortingTheJobRounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 9))
+	var active [2][]run
+	for trial := range 2000 {
+		var runs []run
+		for job := range int32(1 + rng.IntN(60)) {
+			if rng.IntN(4) == 0 {
+				continue
+			}
+			n0 := int32(rng.IntN(30))
+			for range 1 + rng.IntN(3) {
+				cnt := int32(1)
+				if rng.IntN(2) == 0 {
+					cnt += int32(rng.IntN(25))
+				}
+				runs = append(runs, run{gain: float64(job), job: job, n0: n0, cnt: cnt})
+				n0 += cnt + int32(rng.IntN(2)*rng.IntN(10))
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		slices.SortFunc(runs, func(a, b run) int { return cmp.Or(cmp.Compare(a.n0, b.n0), cmp.Compare(a.job, b.job)) })
+		var want []item
+		for _, r := range runs {
+			for n := r.n0; n < r.n0+r.cnt; n++ {
+				want = append(want, item{job: r.job, n: n, gain: r.gain})
+			}
+		}
+		slices.SortFunc(want, func(a, b item) int { return cmp.Or(cmp.Compare(a.n, b.n), cmp.Compare(a.job, b.job)) })
+		prefix := []item{{job: -1, n: -1}}
+		got := expandTies(slices.Clone(prefix), runs, &active)
+		if !slices.Equal(got[1:], want) || got[0] != prefix[0] {
+			t.Fatalf("trial %d: runs %v\ngot  %v\nwant %v", trial, runs, got[1:], want)
 		}
 	}
 }

@@ -7,8 +7,9 @@ import "slices"
 // weights; of its fields only the FTF lower bounds (jobModel.ftfLo) read
 // the instance's current FTF bound, which the tightest fairness rule
 // changes between two models of one solve (fair.go). A second model with
-// the same weights is therefore the first with its lower bounds
-// recomputed, the same values newModel would compute.
+// the same weights is therefore the first (its curves shared, read-only)
+// with its lower bounds recomputed into model.lo, the same values newModel
+// would compute.
 type modelCache struct {
 	weights []float64
 	ftf     bool
@@ -23,10 +24,14 @@ func (in *instance) reuseModel(weights []float64, ftf bool) *model {
 		return nil
 	}
 	m := *c.m
-	m.jobs = slices.Clone(c.m.jobs)
 	if ftf {
+		m.lo = make([]int, len(m.jobs))
 		for k := range m.jobs {
-			m.jobs[k].ftfLo = in.ftfLow(&in.jobs[k], &m.jobs[k])
+			if r := int(m.rep[k]); r != k {
+				m.lo[k] = m.lo[r] // the same job but its ID
+				continue
+			}
+			m.lo[k] = in.ftfLow(&in.jobs[k], &m.jobs[k])
 		}
 	}
 	return &m

@@ -15,9 +15,9 @@ func TestTightRank_FinishingFirstThenBySlack(t *testing.T) {
 	for n := range tight.r {
 		tight.r[n], loose.r[n] = 5000-120*float64(n), 5000-120*float64(n)
 	}
-	lf, kf := in.tightRank(finishing, 3, 1)
-	lt, kt := in.tightRank(tight, 19, 1)
-	ll, kl := in.tightRank(loose, 2, 1)
+	lf, kf := in.tightRank(finishing, finishing.ftfLo, 3, 1)
+	lt, kt := in.tightRank(tight, tight.ftfLo, 19, 1)
+	ll, kl := in.tightRank(loose, loose.ftfLo, 2, 1)
 	if lf || !lt || !ll {
 		t.Fatalf("later: finishing %v, tight %v, loose %v; want false, true, true", lf, lt, ll)
 	}

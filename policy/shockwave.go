@@ -109,8 +109,13 @@ type Shockwave struct {
 	prevList   []string
 	lastResult *market.Result
 	lastIndex  map[string]int // job → index in the last solve
-	onSolve    func(*market.Instance)
-	online     *swOnline // nil in profile mode
+	// lastIDs is the last solve's jobs by index when no id came twice
+	// (lastIndex inverted; nil after a state is loaded): explain finds a
+	// job's index there when the snapshot lists the jobs in that order.
+	lastIDs []string
+	stamp   uint64 // counts Allocate calls (swMeta.stamp)
+	onSolve func(*market.Instance)
+	online  *swOnline // nil in profile mode
 	// t0 is the clock at the policy's first round. Fair-share targets are
 	// kept relative to it, because the market compares them with Δ·R, the
 	// rounds since then (spec §4.5): in the simulator t0 = 0, on a live

@@ -39,6 +39,12 @@ type swMeta struct {
 
 	targets []swTarget // fair-share finish estimates
 	guessed bool       // the targets rest on an uninformed online forecast
+
+	// at is the job's index in the snapshot of Allocate call stamp
+	// (Shockwave.stamp), and ran that call's stamp if the job runs: one
+	// map lookup a round finds the job, its index and whether it runs.
+	stamp, ran uint64
+	at         int
 }
 
 // swEst is what the profile estimate keeps between calls, rebuilt from the

@@ -128,13 +128,19 @@ func (o *swOnline) observe(j *Job, e *swOnlineJob) error {
 	return nil
 }
 
-// refresh observes every job of the snapshot and recomputes its forecast.
+// refresh observes every job of the snapshot and recomputes its forecast;
+// metas is the snapshot's metadata by index (swView).
 // It reports whether a job's forecast became informed (its first
 // throughput measurement arrived): a material change that warrants a
 // re-solve.
-func (o *swOnline) refresh(snap *Snapshot) (informed bool, err error) {
-	for _, j := range snap.Jobs {
-		e := o.jobs[j.ID]
+func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err error) {
+	for k, j := range snap.Jobs {
+		var e *swOnlineJob
+		if m := metas[k]; m != nil && m.on != nil { // the link onlineForecast keeps
+			e = m.on
+		} else {
+			e = o.jobs[j.ID]
+		}
 		if e == nil || !e.tracked {
 			continue
 		}

@@ -17,26 +17,23 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	if first {
 		s.t0, s.started = snap.Now, true
 	}
-	jobs := make(map[string]*Job, len(snap.Jobs))
-	for _, j := range snap.Jobs {
-		jobs[j.ID] = j
-	}
+	v := s.lookup(snap)
 	if !first { // the round pointer starts at the first round (spec §4.8)
-		s.advance(jobs)
+		s.advance(v)
 	}
-	for _, j := range snap.Jobs { // a job whose gang width changed (an elastic job) re-plans
-		if m := s.meta[j.ID]; m != nil && j.Workers > 0 && m.workers != j.Workers {
+	for k, j := range snap.Jobs { // a job whose gang width changed (an elastic job) re-plans
+		if m := v.metas[k]; m != nil && j.Workers > 0 && m.workers != j.Workers {
 			m.workers, s.resolve = j.Workers, true
 		}
 	}
 	if s.online != nil {
-		informed, err := s.online.refresh(snap)
+		informed, err := s.online.refresh(snap, v.metas)
 		if err != nil {
 			return nil, err
 		}
 		s.resolve = s.resolve || informed
-		for _, j := range snap.Jobs { // the profile shadow, for the forecast report
-			if m := s.meta[j.ID]; m != nil {
+		for k, j := range snap.Jobs { // the profile shadow, for the forecast report
+			if m := v.metas[k]; m != nil {
 				m.epoch = j.Epoch
 			}
 		}
@@ -49,19 +46,19 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	}
 	plan := &Plan{Round: snap.Round}
 	if _, planned := s.plan[s.round]; s.resolve || !planned {
-		if err := s.solve(snap, jobs); err != nil {
+		if err := s.solve(v); err != nil {
 			return nil, err
 		}
 		plan.Solved = true
 	}
 	for _, id := range s.plan[s.round] {
-		if _, ok := jobs[id]; ok { // completed jobs are skipped, with no refill (§4.7)
+		if v.job(id) != nil { // completed jobs are skipped, with no refill (§4.7)
 			plan.Run = append(plan.Run, id)
 		}
 	}
 	s.prevList = plan.Run
 	if !s.terse {
-		plan.Explain = s.explain(snap, plan.Run)
+		plan.Explain = s.explain(v, plan.Run)
 	}
 	if r := s.lastResult; r != nil && plan.Solved {
 		plan.Note = fmt.Sprintf("market %s: objective %.6g, bound %.6g, gap %.2g, price %.4g", r.Status, r.Objective, r.Bound, r.Gap, r.Price)
@@ -79,14 +76,54 @@ func (s *Shockwave) Allocate(snap *Snapshot) (*Plan, error) {
 	return plan, nil
 }
 
+// swView is one Allocate call's view of its snapshot: each listed job's
+// metadata, found with one map lookup, which also stamps the metadata
+// with the job's index (swMeta.stamp, at). A job listed twice is found at
+// its last listing, as a map of the snapshot's jobs by id would find it.
+type swView struct {
+	s     *Shockwave
+	snap  *Snapshot
+	metas []*swMeta       // by snapshot index; nil where the policy has none
+	rest  map[string]*Job // the listed jobs without metadata (made when asked)
+}
+
+func (s *Shockwave) lookup(snap *Snapshot) *swView {
+	s.stamp++
+	v := &swView{s: s, snap: snap, metas: make([]*swMeta, len(snap.Jobs))}
+	for k, j := range snap.Jobs {
+		if m := s.meta[j.ID]; m != nil {
+			v.metas[k], m.stamp, m.at = m, s.stamp, k
+		}
+	}
+	return v
+}
+
+// job returns the snapshot's job id (its last listing), or nil if the
+// snapshot does not list it.
+func (v *swView) job(id string) *Job {
+	if m := v.s.meta[id]; m != nil {
+		if m.stamp == v.s.stamp {
+			return v.snap.Jobs[m.at]
+		}
+		return nil // known, so stamped if listed
+	}
+	if v.rest == nil {
+		v.rest = map[string]*Job{}
+		for k, j := range v.snap.Jobs {
+			if v.metas[k] == nil {
+				v.rest[j.ID] = j
+			}
+		}
+	}
+	return v.rest[id]
+}
+
 // advance updates the progress of the previous round's jobs and the round
 // pointer, forcing a re-solve every swReoptRounds rounds (spec §4.8).
-func (s *Shockwave) advance(jobs map[string]*Job) {
+func (s *Shockwave) advance(v *swView) {
 	for _, id := range s.prevList {
-		if m, ok := s.meta[id]; ok {
-			if j, ok := jobs[id]; ok {
-				m.epoch = j.Epoch
-			}
+		if m, ok := s.meta[id]; ok && m.stamp == s.stamp {
+			m.epoch = v.snap.Jobs[m.at].Epoch
 		}
 	}
 	s.round++
@@ -98,48 +135,53 @@ func (s *Shockwave) advance(jobs map[string]*Job) {
 
 // solve builds the market problem from every active job's calibrated
 // forecast and fair-share target, solves it and stores the window's plan.
-func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
+func (s *Shockwave) solve(v *swView) error {
+	snap := v.snap
 	n := len(snap.Jobs)
 	share := math.Min(1, float64(snap.GPUs)/float64(max(n, 1)))
-	ids := make([]string, 0, n)
-	est := make(map[string]swEstimate, n)
-	for _, j := range snap.Jobs {
-		if m := s.meta[j.ID]; m != nil {
+	sel := make([]int, 0, n)     // the market's jobs: their snapshot indices
+	est := make([]swEstimate, n) // by snapshot index; a job's is est[m.at]
+	for k, j := range snap.Jobs {
+		if m := v.metas[k]; m != nil {
 			if s.online == nil || !s.terse { // online, the profile is a shadow kept to explain
 				m.calibrate(j.Measurements, snap.RoundSeconds)
 			}
-			ids = append(ids, j.ID)
-			est[j.ID] = s.estimate(j, m)
+			sel = append(sel, k)
+			est[k] = s.estimate(j, m)
 		}
 	}
-	for _, id := range ids {
-		m, e := s.meta[id], est[id]
+	for _, k := range sel {
+		m := v.metas[k]
+		e := est[m.at]
 		// A job with no target yet was left out of the snapshots since it was
 		// admitted (the cluster was too small for it, or its node was away).
 		if s.jobsMoved || len(m.targets) == 0 || (m.guessed && !e.uninformed) {
 			if m.guessed && !e.uninformed {
 				m.targets = m.targets[:0] // targets from a forecast that knew no throughput are dropped
 			}
-			v := m.submit - s.t0 + (e.doneSecs+e.remaining)/share
-			m.targets = append(m.targets, swTarget{round: s.round, value: v})
+			target := m.submit - s.t0 + (e.doneSecs+e.remaining)/share
+			m.targets = append(m.targets, swTarget{round: s.round, value: target})
 			m.guessed = e.uninformed
 		}
 	}
 	s.jobsMoved = false
-	widths := make([]int, len(ids))
-	for i, id := range ids {
-		widths[i] = s.meta[id].workers
+	widths := make([]int, len(sel))
+	for i, k := range sel {
+		widths[i] = v.metas[k].workers
 	}
 	capacity, capNote := nodeCapacity(snap.GPUs, snap.Nodes, widths)
 	s.capNote = capNote
 	prob := market.Problem{GPUs: capacity, Round: s.round, Rounds: s.cfg.FutureRounds, RoundSeconds: snap.RoundSeconds}
-	prob.Jobs = make([]market.Job, len(ids))
-	for i, id := range ids {
-		m, e := s.meta[id], est[id]
+	prob.Jobs = make([]market.Job, len(sel))
+	ids := make([]string, len(sel))
+	for i, k := range sel {
+		m := v.metas[k]
+		e := est[m.at]
+		ids[i] = snap.Jobs[k].ID
 		prob.Jobs[i] = market.Job{
-			ID: id, Workers: m.workers, Epochs: float64(e.epochs), Progress: float64(e.epoch),
+			ID: ids[i], Workers: m.workers, Epochs: float64(e.epochs), Progress: float64(e.epoch),
 			EpochSeconds: e.epochSeconds, Remaining: e.remaining, FairFinish: m.target(s.round),
-			RemainingHigh: e.remainingHigh, RemainingCap: paceCap(jobs[id], e, snap.RoundSeconds),
+			RemainingHigh: e.remainingHigh, RemainingCap: paceCap(snap.Jobs[m.at], e, snap.RoundSeconds),
 		}
 	}
 	res, err := market.Solve(prob, &s.settings)
@@ -153,6 +195,10 @@ func (s *Shockwave) solve(snap *Snapshot, jobs map[string]*Job) error {
 	s.lastIndex = make(map[string]int, len(ids))
 	for i, id := range ids {
 		s.lastIndex[id] = i
+	}
+	s.lastIDs = nil
+	if len(s.lastIndex) == len(ids) {
+		s.lastIDs = ids
 	}
 	clear(s.plan)
 	for t, list := range res.Schedule {
@@ -207,17 +253,32 @@ func (s *Shockwave) fill(prob market.Problem, list []int) []string {
 func (s *Shockwave) SetExplain(on bool) { s.terse = !on }
 
 // explain reports, per active job, its forecast, target and plan.
-func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
-	running := make(map[string]bool, len(run))
+func (s *Shockwave) explain(v *swView, run []string) []Explanation {
+	snap := v.snap
+	var running map[string]bool // the running jobs without metadata
 	for _, id := range run {
-		running[id] = true
+		if m := s.meta[id]; m != nil && m.stamp == s.stamp {
+			m.ran = s.stamp
+		} else {
+			if running == nil {
+				running = map[string]bool{}
+			}
+			running[id] = true
+		}
 	}
 	out := make([]Explanation, len(snap.Jobs))
 	r := s.lastResult
+	next := 0 // where the last solve's order puts the next job
 	for k, j := range snap.Jobs {
-		e := Explanation{Job: j.ID, Run: running[j.ID]}
+		m := v.metas[k]
+		e := Explanation{Job: j.ID}
+		if m != nil {
+			e.Run = m.ran == s.stamp
+		} else {
+			e.Run = running[j.ID]
+		}
 		target := 0.0 // relative to t0
-		if m := s.meta[j.ID]; m != nil {
+		if m != nil {
 			e.ForecastRemaining = s.estimate(j, m).remaining
 			if target = m.target(s.round); target > 0 {
 				e.FairShareFinish = s.t0 + target // on the caller's clock
@@ -243,7 +304,16 @@ func (s *Shockwave) explain(snap *Snapshot, run []string) []Explanation {
 				e.Regime = j.BatchSize
 			}
 		}
-		if i, ok := s.lastIndex[j.ID]; ok && r != nil {
+		i, ok := 0, false
+		if next < len(s.lastIDs) && s.lastIDs[next] == j.ID { // lastIDs holds each id once
+			i, ok = next, true
+		} else {
+			i, ok = s.lastIndex[j.ID]
+		}
+		if ok {
+			next = i + 1
+		}
+		if ok && r != nil {
 			e.PlannedRounds = r.Rounds[i]
 			e.Share = float64(r.Rounds[i]) / float64(s.cfg.FutureRounds)
 			e.Price = r.Price

@@ -172,6 +172,7 @@ func (s *Shockwave) MarshalState() []byte {
 // UnmarshalState restores a state written by MarshalState into a fresh
 // policy with the same configuration.
 func (s *Shockwave) UnmarshalState(b []byte) error {
+	s.lastIDs = nil // explain reads lastIndex until the next solve
 	d := wire.NewDecoder(b)
 	got, v := d.Str(), d.Int()
 	if d.Err() == nil && (got != s.Name() || (v != swStateVersion && v != stateVersion)) {
