@@ -320,15 +320,18 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		{fieldType(t, reflect.TypeOf(policy.Tiresias{}), "jobs").Elem().Elem(), "queue entry executed running lastCheck"},
 		// onSolve and terse (SetExplain) are the caller's settings, not state: a
 		// live coordinator leaves both unset.
-		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex onSolve online t0 started admitErrs terse"},
+		{sw, "cfg settings meta order round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex lastIDs stamp onSolve online t0 started admitErrs terse"},
+		// lastIDs and stamp (Shockwave), stamp, ran and at (its per-job
+		// metadata) and still (a forecaster job) are caches of the last
+		// round's lookups and forecasts that a restored policy starts without.
 		// est and on are caches that are rebuilt after a load (swMeta.derive).
-		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha est on targets guessed"},
+		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha est on targets guessed stamp ran at"},
 		{fieldType(t, sw, "online").Elem(), "fc ignoreMode jobs"},
 		{fieldType(t, fieldType(t, sw, "online").Elem(), "jobs").Elem().Elem(), "seen tracked forecast cached"},
 		// det is the detectors' tables and scratch, from the configuration; ver and
 		// memo a cache of forecasts that a restored forecaster starts without.
 		{fc, "cfg jobs nodes thr ratio batch cal det ver memo"},
-		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own thr exec cal ncal"},
+		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own thr exec cal ncal still"},
 		// tab and scr are the configuration's tables and a scratch.
 		{reflect.TypeOf(bayes.Detector{}), "cfg tab scr w mu beta logBeta hi t changeProb"},
 	} {
