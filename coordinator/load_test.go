@@ -48,7 +48,11 @@ import (
 // runs the NATS server in a process of its own (loadNATS);
 // SHOCKWAVE_LOAD_MEMLIMIT=MiB sets the coordinator's Go memory limit;
 // SHOCKWAVE_LOAD_PULL=N how many log records the consumer asks for at a
-// time (default the client's 500).
+// time (default the client's 500). With the server in its own process,
+// SHOCKWAVE_LOAD_SERVER_GOGC sets that process's GOGC and
+// SHOCKWAVE_LOAD_SERVER_GCTRACE=1 prints its collections. Each round's line
+// splits its leases into RUN leases that extend a grant, other RUN leases
+// (started or moved) and SUSPEND leases.
 
 const hdrSent = "Shockwave-Sent"
 
@@ -118,8 +122,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 			ticks, phase = append(ticks, d), "measured"
 		}
 		mu.Unlock()
-		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d covered), solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
-			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), len(r.Leases)-len(r.Covered), len(r.Covered), r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
+		kept, started, suspended := leaseKinds(r.Leases)
+		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
+			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), len(r.Leases)-len(r.Covered), len(r.Covered), kept, started, suspended, r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
 			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed))
 	}
 	svc, err := NewService(nc, cfg)
@@ -231,6 +236,12 @@ func startLoadNATS(t *testing.T) *loadNATS {
 	}
 	c := exec.Command(os.Args[0], "-test.run=^TestLoad_ServerChild$", "-test.timeout=0")
 	c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_SERVER="+dir)
+	if v := os.Getenv("SHOCKWAVE_LOAD_SERVER_GOGC"); v != "" { // the server's process only
+		c.Env = append(c.Env, "GOGC="+v)
+	}
+	if os.Getenv("SHOCKWAVE_LOAD_SERVER_GCTRACE") != "" {
+		c.Env = append(c.Env, "GODEBUG=gctrace=1")
+	}
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr
 	holdStdin(t, c)
 	if err := c.Start(); err != nil {
@@ -330,6 +341,22 @@ func replayLog(t *testing.T, nc *nats.Conn, gpus int, records uint64) {
 	eventually(t, 10*time.Minute, "the replay", func() bool { return svc.Health().OK })
 	took := time.Since(start)
 	t.Logf("restart: replayed %d log records in %v (%.0f records/s)", records, took.Round(time.Millisecond), float64(records)/took.Seconds())
+}
+
+// leaseKinds counts a round's RUN leases that extend the job's grant, the
+// other RUN leases, and the SUSPEND leases.
+func leaseKinds(ls []protocol.Lease) (kept, started, suspended int) {
+	for _, l := range ls {
+		switch {
+		case l.Action == protocol.Run && l.Extension:
+			kept++
+		case l.Action == protocol.Run:
+			started++
+		case l.Action == protocol.Suspend:
+			suspended++
+		}
+	}
+	return kept, started, suspended
 }
 
 // logRoundPhases reports how tick → last lease splits (roundTimes) over
