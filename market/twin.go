@@ -77,7 +77,7 @@ func (t *twinTable) init(n int) {
 // returns c, which is always a valid representative of itself.
 func (t *twinTable) find(in *instance, weights []float64, c int) int {
 	k := in.twinKey(c, weights)
-	h := twinHash(&k)
+	h := twinHash(k)
 	mask := uint64(len(t.slot) - 1)
 	i := h & mask
 	for range maxTwinProbe {
@@ -113,7 +113,7 @@ var repProbe, repProbeShare = 1024, 8
 
 // twinHash is the hash reps finds keys by (a variable: tests make every
 // key collide).
-var twinHash = func(k *twinKey) uint64 {
+var twinHash = func(k twinKey) uint64 {
 	h := uint64(k.workers)
 	for _, v := range k.f {
 		h = (h^v)*0x100000001b3 + 0x9e3779b97f4a7c15

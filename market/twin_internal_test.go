@@ -23,7 +23,7 @@ func TestSolve_SharedCurvesOfEqualJobsKeepTheResult(t *testing.T) {
 	for trial := range 120 {
 		twinHash, repProbe = hash, probe
 		if trial%4 == 3 { // every key collides: equal keys are told apart field by field
-			twinHash = func(*twinKey) uint64 { return 7 }
+			twinHash = func(twinKey) uint64 { return 7 }
 		}
 		if trial%3 == 2 { // a short probe: the table is rebuilt, or the search stops
 			repProbe = 1 + rng.IntN(12)
@@ -114,7 +114,7 @@ func TestReps_AreEarlierEqualJobs(t *testing.T) {
 	for trial := range 40 {
 		twinHash = hash
 		if trial%2 == 1 {
-			twinHash = func(*twinKey) uint64 { return 3 }
+			twinHash = func(twinKey) uint64 { return 3 }
 		}
 		n := 50 + rng.IntN(3000)
 		kinds := 1 + rng.IntN(200)
