@@ -516,8 +516,9 @@ func TestLoad_JobsChild(t *testing.T) {
 	wg.Wait()
 }
 
-// loadJob registers, then sends one batch a second: progress while it holds
-// a RUN lease, a heartbeat otherwise.
+// loadJob registers, then sends one batch a second, each followed by a
+// flush round trip as the SDK's: progress while it holds a RUN lease, a
+// heartbeat otherwise.
 func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, workers int, phase time.Duration) {
 	var running sync.Map
 	if _, err := nc.Subscribe(subj.Lease(id), func(m *nats.Msg) {
@@ -553,6 +554,9 @@ func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, wor
 		if err := nc.PublishMsg(m); err != nil {
 			return
 		}
+		// As the SDK does (sdk/events.go): a batch counts as delivered
+		// once a flush round trip confirmed it.
+		_ = nc.FlushTimeout(10 * time.Second)
 	}
 }
 
