@@ -172,8 +172,13 @@ type eventState struct {
 	rate                            float64 // smoothed steps per second
 	lastPush                        time.Time
 	queue                           []queued
-	inflight                        uint64 // highest seq being published
-	coalesced                       int64
+	// inflight is the highest seq published and not yet confirmed (0:
+	// none); sentAt when the oldest of them was published; confirmNow
+	// asks the next flush for a confirmation (Job.Flush).
+	inflight   uint64
+	sentAt     time.Time
+	confirmNow bool
+	coalesced  int64
 }
 
 func (e *eventState) init(o *options) {
@@ -322,6 +327,7 @@ func (j *Job) sender() {
 		case <-j.reconnect:
 			j.mu.Lock()
 			j.reregister = true
+			j.ev.inflight = 0 // publish the unconfirmed events again
 			j.mu.Unlock()
 		}
 		j.rejoin()
@@ -364,10 +370,14 @@ func (j *Job) rejoin() {
 	j.adopt(rep, false)
 }
 
-// flush publishes the buffered events in batches while connected. A batch
-// counts as delivered once the server acknowledged it (a flush round trip);
-// on failure it stays buffered and is sent again later (the coordinator
-// drops duplicates by sequence number).
+// flush publishes the buffered events not yet published, in batches,
+// while connected. Published events stay buffered until a flush round
+// trip confirms that the server has them: when Flush asks, and otherwise
+// once the oldest of them is confirmEvery old, so that a job reporting
+// every second does not cost the server a round trip a second (at 10,000
+// jobs the round trips were a third of its messages; docs/scale.md). A
+// confirmation that fails, and a reconnection, publish the unconfirmed
+// events again; the coordinator drops duplicates by sequence number.
 func (j *Job) flush() {
 	defer func() {
 		j.mu.Lock()
@@ -375,32 +385,62 @@ func (j *Job) flush() {
 		j.flushed = make(chan struct{})
 		j.mu.Unlock()
 	}()
+	confirmEvery := j.confirmEvery() // before j.mu: RoundLength takes it
 	for j.nc.IsConnected() {
 		j.mu.Lock()
-		n := min(len(j.ev.queue), maxBatchEvents)
+		start := 0
+		for start < len(j.ev.queue) && j.ev.queue[start].ev.Seq <= j.ev.inflight {
+			start++
+		}
+		n := min(len(j.ev.queue)-start, maxBatchEvents)
 		if n == 0 {
+			due := j.ev.inflight > 0 && (j.ev.confirmNow || time.Since(j.ev.sentAt) >= confirmEvery)
+			last := j.ev.inflight
+			j.ev.confirmNow = false
 			j.mu.Unlock()
+			if due {
+				j.confirm(last)
+			}
 			return
 		}
 		b := protocol.Batch{V: protocol.Version, Job: j.id, Events: make([]protocol.Event, n)}
 		for i := range n {
-			b.Events[i] = j.ev.queue[i].ev
+			b.Events[i] = j.ev.queue[start+i].ev
 		}
-		last := b.Events[n-1].Seq
-		j.ev.inflight = last
+		if j.ev.inflight == 0 {
+			j.ev.sentAt = time.Now()
+		}
+		j.ev.inflight = b.Events[n-1].Seq
 		j.mu.Unlock()
-		err := j.publish(&b)
-		j.mu.Lock()
-		j.ev.inflight = 0
-		if err != nil {
-			j.lastErr = err
+		if err := j.publish(&b); err != nil {
+			j.mu.Lock()
+			j.lastErr, j.ev.inflight = err, 0
 			j.mu.Unlock()
 			return
 		}
-		j.ev.resync(last)
-		j.mu.Unlock()
 	}
 }
+
+// confirm waits for a flush round trip, then drops the events published up
+// to last; on failure they are published again.
+func (j *Job) confirm(last uint64) {
+	err := j.nc.FlushTimeout(j.o.requestTimeout)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err != nil {
+		j.lastErr = fmt.Errorf("publishing events: no acknowledgement from the server: %w", err)
+		j.ev.inflight = 0
+		return
+	}
+	j.ev.resync(last)
+	if j.ev.inflight == last {
+		j.ev.inflight = 0
+	}
+}
+
+// confirmEvery is how long published events may wait for a confirmation
+// Flush did not ask for: five sampling intervals.
+func (j *Job) confirmEvery() time.Duration { return 5 * j.sampleInterval() }
 
 func (j *Job) publish(b *protocol.Batch) error {
 	data, err := json.Marshal(b)
@@ -409,9 +449,6 @@ func (j *Job) publish(b *protocol.Batch) error {
 	}
 	if err := j.nc.Publish(j.subj.Events(j.id), data); err != nil {
 		return fmt.Errorf("publishing events: %w", err)
-	}
-	if err := j.nc.FlushTimeout(j.o.requestTimeout); err != nil {
-		return fmt.Errorf("publishing events: no acknowledgement from the server: %w", err)
 	}
 	return nil
 }

@@ -408,6 +408,7 @@ func (j *Job) Flush(ctx context.Context) error {
 	for {
 		j.mu.Lock()
 		empty, ch, lastErr := j.ev.empty(), j.flushed, j.lastErr
+		j.ev.confirmNow = true
 		j.mu.Unlock()
 		if empty {
 			return nil
