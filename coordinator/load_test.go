@@ -517,7 +517,7 @@ func TestLoad_JobsChild(t *testing.T) {
 }
 
 // loadJob registers, then sends one batch a second, with a flush round
-// trip every fifth as the SDK's: progress while it holds a RUN lease, a
+// trip every 30th as the SDK's: progress while it holds a RUN lease, a
 // heartbeat otherwise.
 func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, workers int, phase time.Duration) {
 	var running sync.Map
@@ -555,9 +555,9 @@ func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, wor
 			return
 		}
 		// As the SDK does (sdk/events.go): published batches are
-		// confirmed by a flush round trip once the oldest is five
-		// sampling intervals (here five batches) old.
-		if seq%5 == 0 {
+		// confirmed by a flush round trip once the oldest is 30
+		// sampling intervals (here 30 batches) old.
+		if seq%30 == 0 {
 			_ = nc.FlushTimeout(10 * time.Second)
 		}
 	}

@@ -72,27 +72,26 @@ func (c *countedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// TestEvents_PublishedBatchesAreConfirmedByOneRoundTripEveryFiveSamplingIntervals:
-// a job that samples every 50 ms and ends an epoch every few milliseconds
-// (each end is a batch of its own) publishes hundreds of batches a second
-// but asks the server for a flush round trip (the confirmation that lets it
-// drop delivered events) only once its oldest unconfirmed batch is five
-// sampling intervals old: at most one every 250 ms. Flush still confirms
-// at once, and nothing stays buffered.
-func TestEvents_PublishedBatchesAreConfirmedByOneRoundTripEveryFiveSamplingIntervals(t *testing.T) {
+// TestEvents_PublishedBatchesAreConfirmedByOneRoundTripEvery30SamplingIntervals:
+// a job that samples every 20 ms publishes a batch each time (about 100 in
+// 2 s) but asks the server for a flush round trip (the confirmation that
+// lets it drop delivered events) only once its oldest unconfirmed batch is
+// 30 sampling intervals (600 ms) old. Flush still confirms at once, and
+// nothing stays buffered.
+func TestEvents_PublishedBatchesAreConfirmedByOneRoundTripEvery30SamplingIntervals(t *testing.T) {
 	c := sdktest.Start(t, sdktest.Config{GPUs: 1, Round: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
 	w := &wireCount{subject: []byte(subj.Events("confirmed"))}
 	job, err := sdk.Register(ctx, append(baseOptions(c, "confirmed"), sdk.WithEpochs(100_000),
-		sdk.WithSampleInterval(50*time.Millisecond), sdk.WithNATSOptions(nats.SetCustomDialer(w)))...)
+		sdk.WithSampleInterval(20*time.Millisecond), sdk.WithNATSOptions(nats.SetCustomDialer(w)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer job.Close()
 	go func() {
-		for _, err := range sdk.Steps(ctx, job, &epochSource{perEpoch: 8, work: 200 * time.Microsecond}) {
+		for _, err := range sdk.Steps(ctx, job, &epochSource{perEpoch: 100_000, work: 200 * time.Microsecond}) {
 			if err != nil {
 				return
 			}
@@ -104,11 +103,11 @@ func TestEvents_PublishedBatchesAreConfirmedByOneRoundTripEveryFiveSamplingInter
 	p1, b1 := w.counts()
 	pings, pubs := p1-p0, b1-b0
 	t.Logf("in 2 s: %d batches published, %d flush round trips", pubs, pings)
-	if pubs < 10 {
-		t.Fatalf("%d batches in 2 s at a 50 ms sampling interval", pubs)
+	if pubs < 40 {
+		t.Fatalf("%d batches in 2 s at a 20 ms sampling interval", pubs)
 	}
-	if pings > 2000/250+3 { // one per 250 ms, a connection keepalive, a margin
-		t.Errorf("%d round trips for %d batches in 2 s: want at most one every 250 ms", pings, pubs)
+	if pings > 2000/600+3 { // one per 600 ms, a connection keepalive, a margin
+		t.Errorf("%d round trips for %d batches in 2 s: want at most one every 600 ms", pings, pubs)
 	}
 	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer fcancel()

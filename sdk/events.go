@@ -372,12 +372,15 @@ func (j *Job) rejoin() {
 
 // flush publishes the buffered events not yet published, in batches,
 // while connected. Published events stay buffered until a flush round
-// trip confirms that the server has them: when Flush asks, and otherwise
-// once the oldest of them is confirmEvery old, so that a job reporting
-// every second does not cost the server a round trip a second (at 10,000
-// jobs the round trips were a third of its messages; docs/scale.md). A
-// confirmation that fails, and a reconnection, publish the unconfirmed
-// events again; the coordinator drops duplicates by sequence number.
+// trip confirms that the server has them: when Flush asks, once the
+// oldest of them is confirmEvery old, or once a quarter of the buffer
+// waits, so that a job reporting every second does not cost the server a
+// round trip (a write into its connection) a second: at 10,000 jobs those
+// cost the server more than a round's leases (docs/scale.md). A
+// confirmation only bounds the buffer: after a reconnection the job
+// registers again and drops what the coordinator's reply says it holds,
+// then publishes the rest again, as after a failed confirmation (the
+// coordinator drops duplicates by sequence number).
 func (j *Job) flush() {
 	defer func() {
 		j.mu.Lock()
@@ -394,7 +397,7 @@ func (j *Job) flush() {
 		}
 		n := min(len(j.ev.queue)-start, maxBatchEvents)
 		if n == 0 {
-			due := j.ev.inflight > 0 && (j.ev.confirmNow || time.Since(j.ev.sentAt) >= confirmEvery)
+			due := j.ev.inflight > 0 && (j.ev.confirmNow || time.Since(j.ev.sentAt) >= confirmEvery || start >= j.o.buffer/4)
 			last := j.ev.inflight
 			j.ev.confirmNow = false
 			j.mu.Unlock()
@@ -439,8 +442,8 @@ func (j *Job) confirm(last uint64) {
 }
 
 // confirmEvery is how long published events may wait for a confirmation
-// Flush did not ask for: five sampling intervals.
-func (j *Job) confirmEvery() time.Duration { return 5 * j.sampleInterval() }
+// Flush did not ask for: 30 sampling intervals (30 s by default).
+func (j *Job) confirmEvery() time.Duration { return 30 * j.sampleInterval() }
 
 func (j *Job) publish(b *protocol.Batch) error {
 	data, err := json.Marshal(b)
