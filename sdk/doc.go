@@ -197,10 +197,15 @@
 // in a bounded buffer (WithEventBuffer) where, past the bound, the oldest
 // pairs of progress samples are merged — epoch, batch-size and done events
 // are never merged or dropped. After reconnecting the SDK registers again
-// (the reply returns the current lease, if any) and sends the buffer in
-// order. A batch counts as delivered when the server acknowledged it (a
-// flush round trip); a batch that may have been lost is sent again and the
-// coordinator drops duplicates by sequence number.
+// (the reply returns the current lease and the last event the coordinator
+// holds, and the SDK drops what it holds) and sends the rest of the buffer
+// in order. A published batch leaves the buffer once a flush round trip
+// confirms that the server has it: at once when Flush, Finish or Close
+// ask, otherwise once the oldest unconfirmed batch is 30 sampling
+// intervals old or a quarter of the buffer waits (a round trip a second
+// for every job cost the server more than its leases at 10,000 jobs); a
+// batch that may have been lost is sent again and the coordinator drops
+// duplicates by sequence number.
 //
 // Every error the SDK returns names the job and its cause.
 package sdk
