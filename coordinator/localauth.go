@@ -19,9 +19,8 @@ import (
 
 // In none and token mode the embedded server still keeps jobs away from
 // the log: the coordinator's own account (the global one, which holds the
-// JetStream log and buckets) exports the register and lease subjects to a
-// JOBS account without JetStream, which exports its events subjects back
-// (link), and every client that does not present
+// JetStream log and buckets) exports the register, events and lease subjects
+// to a JOBS account without JetStream, and every client that does not present
 // the coordinator's or the administrator's secret lands in JOBS with
 // permissions for those subjects only. A job can therefore never publish a
 // log control record (<prefix>.log.*), call the JetStream API (purge or
@@ -171,32 +170,23 @@ func (a *localAuth) release() { a.linkOnce.Do(func() { close(a.linked) }) }
 func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
 	defer a.release()
 	g := s.GlobalAccount()
+	if !g.JetStreamEnabled() {
+		if err := g.EnableJetStream(nil, nil); err != nil {
+			return fmt.Errorf("coordinator: JetStream for the coordinator's account: %w", err)
+		}
+	}
 	jobs, err := s.LookupAccount(localJobsAccount)
 	if err != nil {
 		return err
 	}
-	// Events are a stream the JOBS account exports into the coordinator's,
-	// not a service: through a service import the server builds the
-	// sender's identity into a header of every message (and JetStream
-	// strips it again before storing), work and garbage at 10,000 batches
-	// a second that events do not need (the fold reads no identity; a job's
-	// rights limit the subjects it may publish on). The log stream captures
-	// them through a shadow subscription that the server adds only to
-	// subscriptions made after the import, so the import comes before
-	// JetStream restores the log.
-	if g.JetStreamEnabled() {
-		return errors.New("coordinator: JetStream was enabled for the coordinator's account before the jobs' events were linked to it")
-	}
-	if err := jobs.AddStreamExport(subj.AllEvents(), []*server.Account{g}); err != nil {
-		return fmt.Errorf("coordinator: export %s: %w", subj.AllEvents(), err)
-	}
-	if err := g.AddStreamImport(jobs, subj.AllEvents(), ""); err != nil {
-		return fmt.Errorf("coordinator: import %s: %w", subj.AllEvents(), err)
-	}
-	if err := g.EnableJetStream(nil, nil); err != nil {
-		return fmt.Errorf("coordinator: JetStream for the coordinator's account: %w", err)
-	}
-	services := []string{subj.Register(), subj.AgentAll("*")}
+	// Events stay a service import although the server then builds every
+	// batch's sender identity into a header (which JetStream strips): a
+	// stream import would carry a job's reply subject into this account
+	// unchanged, and JetStream answers a captured message on its reply
+	// subject, so a job could make the server publish into any subject here,
+	// the log's and the JetStream API's included (docs/scale.md, session 7;
+	// the probe that showed it is described there).
+	services := []string{subj.Register(), subj.AllEvents(), subj.AgentAll("*")}
 	if a.mode == AuthNone {
 		services = append(services, subj.Status(), subj.Submit(), subj.Cancel())
 	}

@@ -138,14 +138,11 @@ func (a *Authority) trust(s protocol.Subjects) (*jwt.OperatorClaims, map[string]
 	coord.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
 	coord.Exports.Add(
 		&jwt.Export{Name: "register", Subject: jwt.Subject(s.Register()), Type: jwt.Service},
+		&jwt.Export{Name: "events", Subject: jwt.Subject(s.AllEvents()), Type: jwt.Service},
 		&jwt.Export{Name: "leases", Subject: jwt.Subject(s.AllLeases()), Type: jwt.Stream},
 	)
-	// Events are a stream JOBS exports into COORD, where the log captures
-	// them (localauth.go says why not a service).
-	coord.Imports.Add(&jwt.Import{Name: "events", Subject: jwt.Subject(s.AllEvents()), Account: pub(a.jobs), Type: jwt.Stream})
 	jobs := jwt.NewAccountClaims(pub(a.jobs))
 	jobs.Name = "JOBS"
-	jobs.Exports.Add(&jwt.Export{Name: "events", Subject: jwt.Subject(s.AllEvents()), Type: jwt.Stream})
 	revs, err := a.revocations()
 	if err != nil {
 		return nil, nil, err
@@ -155,6 +152,7 @@ func (a *Authority) trust(s protocol.Subjects) (*jwt.OperatorClaims, map[string]
 	}
 	jobs.Imports.Add(
 		&jwt.Import{Name: "register", Subject: jwt.Subject(s.Register()), Account: pub(a.coord), Type: jwt.Service, Share: true},
+		&jwt.Import{Name: "events", Subject: jwt.Subject(s.AllEvents()), Account: pub(a.coord), Type: jwt.Service},
 		&jwt.Import{Name: "leases", Subject: jwt.Subject(s.AllLeases()), Account: pub(a.coord), Type: jwt.Stream},
 	)
 	accounts := map[string]string{}
