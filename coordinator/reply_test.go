@@ -1,0 +1,126 @@
+package coordinator
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// A job chooses the reply subject of every message it publishes. JetStream
+// answers each message it captures on that subject, so the path by which
+// events reach the log decides where those answers go: through a stream
+// import the reply would arrive in the coordinator's account unchanged and
+// a job could make the server publish onto the log's own subjects or the
+// JetStream API (docs/scale.md, session 7). These tests publish event
+// batches whose replies name such subjects, in each auth mode, and check
+// that nothing lands there.
+
+// replyTargets are the subjects a job names as the reply of its batches:
+// one the log captures, and the purge and delete calls of the log itself.
+func replyTargets(e *env) []string {
+	stream, _ := streamNames(e.subj.Prefix)
+	return []string{
+		e.subj.Prefix + ".log.forged",
+		"$JS.API.STREAM.PURGE." + stream,
+		"$JS.API.STREAM.DELETE." + stream,
+	}
+}
+
+func testEventRepliesStayInTheJobsAccount(t *testing.T, e *env, job *nats.Conn, name string) {
+	t.Helper()
+	if rep := register(t, job, e.subj, newJob(name, 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	targets := replyTargets(e)
+	// The coordinator's account sees everything published on the targets.
+	coord := e.coordClient()
+	var seen atomic.Int64
+	var first atomic.Value
+	for _, subject := range targets {
+		sub, err := coord.Subscribe(subject, func(m *nats.Msg) {
+			if seen.Add(1) == 1 {
+				first.Store(m.Subject + " " + string(m.Data))
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+	}
+	if err := coord.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	for round := range 3 {
+		for _, reply := range targets {
+			seq++
+			publishBatchWithReply(t, job, e.subj, name, reply, heartbeat(seq, int64(round)))
+		}
+	}
+	if err := job.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "every batch folded", func() bool {
+		row, ok := jobRow(status(t, coord, e.subj), name)
+		return ok && row.LastSeq == seq
+	})
+	// Answers, had they gone astray, are published once JetStream stored
+	// the batch, before the fold sees it; give a slow server a moment more.
+	time.Sleep(200 * time.Millisecond)
+	if n := seen.Load(); n > 0 {
+		t.Errorf("%d messages reached a reply target in the coordinator's account, the first: %v", n, first.Load())
+	}
+	batches := 0
+	for _, m := range logRecords(t, e) {
+		if strings.Contains(m.Subject, "forged") {
+			t.Errorf("the log captured %s: %s", m.Subject, m.Data)
+		}
+		if m.Subject == e.subj.Events(name) {
+			batches++
+		}
+	}
+	if batches != int(seq) {
+		t.Errorf("the log holds %d of the job's %d batches (a purge or delete got through?)", batches, seq)
+	}
+}
+
+func publishBatchWithReply(t *testing.T, nc *nats.Conn, subj protocol.Subjects, job, reply string, ev protocol.Event) {
+	t.Helper()
+	ev.V, ev.Job = protocol.Version, job
+	data := mustJSON(t, protocol.Batch{V: protocol.Version, Job: job, Events: []protocol.Event{ev}})
+	if err := nc.PublishMsg(&nats.Msg{Subject: subj.Events(job), Reply: reply, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNoneMode_AnEventBatchsReplySubjectReachesNeitherTheLogNorTheJetStreamAPI(t *testing.T) {
+	e := newEnv(t, 1, noCompaction)
+	testEventRepliesStayInTheJobsAccount(t, e, e.client(), "r")
+}
+
+func TestTokenMode_AnEventBatchsReplySubjectReachesNeitherTheLogNorTheJetStreamAPI(t *testing.T) {
+	e := newEnv(t, 1, func(ec *EmbeddedConfig, sc *ServiceConfig) {
+		ec.Auth, ec.Token, ec.DontListen, ec.Listen = AuthToken, "job-token", false, "127.0.0.1:-1"
+		noCompaction(ec, sc)
+	})
+	job, err := nats.Connect(e.emb.ClientURL(), nats.Token("job-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(job.Close)
+	testEventRepliesStayInTheJobsAccount(t, e, job, "r")
+}
+
+func TestCreds_AnEventBatchsReplySubjectReachesNeitherTheLogNorTheJetStreamAPI(t *testing.T) {
+	e := newEnv(t, 1, func(ec *EmbeddedConfig, sc *ServiceConfig) {
+		ec.Auth = AuthCreds
+		noCompaction(ec, sc)
+	})
+	job, _ := jobClient(t, e, "r")
+	testEventRepliesStayInTheJobsAccount(t, e, job, "r")
+}
