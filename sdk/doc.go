@@ -58,7 +58,7 @@
 //	EndEpoch()                  an epoch boundary (an event never coalesced)
 //	SetBatchSize(n)             a batch-size change (steps so far at the old size, then the change)
 //	Checkpoint() / WithResume   the SDK's progress to save with a checkpoint and restore after a restart
-//	Finish(ctx)                 report done and wait for delivery
+//	Finish(ctx)                 report done; wait until the coordinator has it
 //	Close()                     deliver what is buffered (bounded), stop, disconnect; no done event
 //
 // While a Steps loop runs, call SetBatchSize, EndEpoch, Checkpoint, Flush
@@ -206,6 +206,17 @@
 // for every job cost the server more than its leases at 10,000 jobs); a
 // batch that may have been lost is sent again and the coordinator drops
 // duplicates by sequence number.
+//
+// The server having a batch does not mean the coordinator folds it (the
+// log's stream drops what arrives while its ingest queue is full, and the
+// coordinator rejects what exceeds a job's event budget, so another job
+// flooding could make a batch vanish). Progress repairs itself, since every
+// event carries the cumulative counters; a done event would not. So once a
+// job has finished, its last batches are confirmed by the coordinator: the
+// SDK registers again, a reply that the job has ended confirms them, and
+// otherwise the reply's last sequence number drops what the coordinator
+// holds and the rest is sent again, after pauses from 0.1 s doubling to
+// 2 s, until Finish's context ends. No event follows done.
 //
 // Every error the SDK returns names the job and its cause.
 package sdk

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -254,6 +255,9 @@ func (e *eventState) push(j *Job, typ protocol.EventType, steps int64, elapsed f
 	if j.rk != nil && j.rk.rank > 0 {
 		return // rank 0 reports the job's progress
 	}
+	if j.finished {
+		return // done was the last event: the coordinator ends the job on it
+	}
 	e.seq++
 	ev := protocol.Event{V: protocol.Version, Type: typ, Job: j.id, Seq: e.seq, Steps: steps, Elapsed: elapsed,
 		StepsDone: j.steps.Load(), TotalSteps: max(1, j.steps.Load()+e.remainingSteps(j)),
@@ -425,21 +429,72 @@ func (j *Job) flush() {
 }
 
 // confirm waits for a flush round trip, then drops the events published up
-// to last; on failure they are published again.
+// to last; on failure they are published again. After Finish the
+// coordinator itself confirms them (confirmByCoordinator).
 func (j *Job) confirm(last uint64) {
 	err := j.nc.FlushTimeout(j.o.requestTimeout)
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if err != nil {
 		j.lastErr = fmt.Errorf("publishing events: no acknowledgement from the server: %w", err)
 		j.ev.inflight = 0
+		j.mu.Unlock()
 		return
 	}
+	if j.finished {
+		j.mu.Unlock()
+		j.confirmByCoordinator()
+		return
+	}
+	defer j.mu.Unlock()
 	j.ev.resync(last)
 	if j.ev.inflight == last {
 		j.ev.inflight = 0
 	}
 }
+
+// confirmByCoordinator confirms the events of a finished job with the
+// coordinator, not the server. The server having a batch does not mean
+// the coordinator folds it: the log's stream drops what arrives while its
+// ingest queue is full, and the fold rejects what exceeds a job's event
+// budget, so another job flooding either could make a done event vanish,
+// and nothing later would repair it (progress repairs itself: every event
+// carries the cumulative counters). So the job registers again: a reply
+// that the job has ended confirms everything; otherwise its LastSeq drops
+// what the coordinator holds, and the rest is published again after a
+// pause that doubles up to finishRetryMax.
+func (j *Job) confirmByCoordinator() {
+	ctx, cancel := contextWithTimeout(j.o.requestTimeout)
+	rep, err := j.registerOnce(ctx, j.o.register(), false)
+	cancel()
+	var perr *protocol.Error
+	j.mu.Lock()
+	switch {
+	case errors.As(err, &perr) && perr.Code == protocol.CodeEnded:
+		j.ev.queue, j.ev.inflight, j.finishRetry = j.ev.queue[:0], 0, 0
+		j.mu.Unlock()
+		return
+	case err != nil:
+		j.lastErr = err
+	default:
+		j.ev.resync(rep.LastSeq)
+	}
+	j.ev.inflight = 0 // publish the rest again
+	j.finishRetry = min(max(2*j.finishRetry, finishRetryMin), finishRetryMax)
+	wait := j.finishRetry
+	j.mu.Unlock()
+	j.log.Debug("the coordinator has not folded the job's last events; sending them again", "wait", wait, "err", err)
+	select {
+	case <-time.After(wait):
+	case <-j.quit:
+	}
+}
+
+// The pauses between a finished job's attempts to have its last events
+// folded.
+const (
+	finishRetryMin = 100 * time.Millisecond
+	finishRetryMax = 2 * time.Second
+)
 
 // confirmEvery is how long published events may wait for a confirmation
 // Flush did not ask for: 30 sampling intervals (30 s by default).

@@ -61,6 +61,7 @@ type Job struct {
 	reregister  bool                   // a re-registration is due
 	lastErr     error                  // the latest delivery or connection error
 	finished    bool
+	finishRetry time.Duration // the last pause of confirmByCoordinator
 	badLeases   int64
 	suspensions int64
 	epoch       uint64     // the highest leader epoch seen on a lease
@@ -364,7 +365,8 @@ func (j *Job) RoundLength() time.Duration {
 func (j *Job) Conn() *nats.Conn { return j.nc }
 
 // Finish reports that the job completed its work: it sends the pending
-// progress and a done event, and waits until they are delivered or ctx
+// progress and a done event, and waits until the coordinator has folded
+// them (it registers again to ask; see Faults in the package doc) or ctx
 // ends (then the error wraps ErrNotDelivered and the last network error).
 // The job is Ended afterwards; call Close to release the connection.
 // Finish is idempotent.
@@ -376,9 +378,9 @@ func (j *Job) Finish(ctx context.Context) error {
 		return j.jobErr(ErrClosed, "finish")
 	}
 	if !j.finished {
-		j.finished = true
 		j.ev.sample(j, false)
 		j.ev.done(j)
+		j.finished = true // no event after done
 		j.stopExpiryLocked()
 		j.setStateLocked(Ended, "finished: reported done")
 		if j.rk != nil {
