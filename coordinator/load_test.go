@@ -167,6 +167,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	rss, peak = memory(t)
 	t.Logf("after the warm-up: coordinator RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
 	before, srvBefore := cpuTime(t), srv.cpu(t)
+	jobsBefore, machineBefore := childrenCPU(t, children), machineCPU(t)
 	mu.Lock()
 	measuring = true
 	mu.Unlock()
@@ -178,6 +179,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	measuring = false
 	cpu, wall := cpuTime(t)-before, time.Since(start)
 	srvCPU := srv.cpu(t) - srvBefore
+	jobsCPU, machine := childrenCPU(t, children)-jobsBefore, machineCPU(t).since(machineBefore)
 	l, st, tk, al := slices.Clone(lat), slices.Clone(stored), slices.Clone(ticks), slices.Clone(all)
 	mu.Unlock()
 	slices.Sort(st)
@@ -189,8 +191,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	t.Logf("%d jobs (%d child processes), %d GPUs, %ds rounds, %v window: %d batches applied (%.0f/s of %d/s sent)", jobs, len(children), gpus, round, wall.Round(time.Second), len(l), float64(len(l))/wall.Seconds(), jobs)
 	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
+	t.Logf("job processes CPU: %.1f%% of one core; the machine: %s", 100*jobsCPU.Seconds()/wall.Seconds(), machine)
 	rss, peak = memory(t)
-	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
+	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB; %s", rss>>20, peak>>20, memoryBreakdown())
 	if srv.pid != 0 {
 		srss, speak := procMemory(t, srv.pid)
 		t.Logf("NATS server (its own process): CPU %.1f%% of one core, RSS %d MiB, peak %d MiB", 100*srvCPU.Seconds()/wall.Seconds(), srss>>20, speak>>20)
@@ -275,14 +278,7 @@ func (s *loadNATS) cpu(t *testing.T) time.Duration {
 	if s.pid == 0 {
 		return 0
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64) // utime and stime are fields 14 and 15 of stat
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	return procCPU(t, s.pid)
 }
 
 // procMemory is a process's resident set now and at its peak, in bytes.
