@@ -38,7 +38,8 @@ const (
 	errRankLost = C.int(C.SHOCKWAVE_ERR_RANK_LOST)
 )
 
-// finishTimeout bounds shockwave_finish's wait for delivery.
+// finishTimeout bounds shockwave_finish's wait until the coordinator has
+// the done event (sdk.Job.Finish).
 const finishTimeout = 10 * time.Second
 
 // failure is an error status with its message.

@@ -406,7 +406,12 @@ class Job:
         self._call(self._lib.shockwave_epoch)
 
     def finish(self) -> None:
-        """Reports that the job completed its work (idempotent)."""
+        """Reports that the job completed its work (idempotent).
+
+        Returns once the coordinator has the done report (the SDK asks it,
+        and sends again what it lacks), waiting 10 s at most; otherwise it
+        raises the delivery error.
+        """
         self._call(self._lib.shockwave_finish)
         self._finished = True
 
