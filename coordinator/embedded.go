@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -37,6 +38,11 @@ type EmbeddedConfig struct {
 	TLS *TLSFiles
 	// Logger receives the server's logs (nil: none).
 	Logger *zerolog.Logger
+	// FloodLimit is the message rate per second beyond which a job's
+	// connection is disconnected, and in creds mode its credential
+	// revoked (flood.go): 0 is DefaultFloodLimit, a negative value turns
+	// the guard off.
+	FloodLimit int
 }
 
 // Embedded is a running embedded NATS server with JetStream.
@@ -50,6 +56,7 @@ type Embedded struct {
 	resolver *server.MemAccResolver
 	log      *zerolog.Logger
 	stop     chan struct{}
+	flood    floodGuard
 }
 
 // StartEmbedded starts the server and waits until it accepts connections.
@@ -119,6 +126,13 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	e.Server = s
 	if e.auth != nil {
 		go e.watchRevocations(subj, e.stop)
+	}
+	if cfg.FloodLimit >= 0 {
+		account := localJobsAccount
+		if e.auth != nil {
+			account = pub(e.auth.jobs)
+		}
+		go e.guardFloods(account, cmp.Or(cfg.FloodLimit, DefaultFloodLimit), e.stop)
 	}
 	return e, nil
 }

@@ -20,7 +20,7 @@ import (
 // process's CPU a batch (the server's work and the client's) besides the
 // wall time and the allocations.
 func BenchmarkEvents_IntoTheLog(b *testing.B) {
-	emb, coord := embeddedConn(b, EmbeddedConfig{DataDir: b.TempDir(), DontListen: true})
+	emb, coord := embeddedConn(b, EmbeddedConfig{DataDir: b.TempDir(), DontListen: true, FloodLimit: -1}) // publishes flat out
 	js, err := jetstream.New(coord)
 	if err != nil {
 		b.Fatal(err)

@@ -61,24 +61,33 @@ func (a *Authority) Revoke(job string, at time.Time) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	revs, err := a.revocations()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
+	var keys []string
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
 		if key := strings.TrimSpace(sc.Text()); key != "" {
-			revs[key] = at.Unix()
-			n++
+			keys = append(keys, key)
 		}
+	}
+	return len(keys), a.revokeKeys(keys, at)
+}
+
+// revokeKeys adds user keys to the revocations file, void before at.
+func (a *Authority) revokeKeys(keys []string, at time.Time) error {
+	a.revokeMu.Lock()
+	defer a.revokeMu.Unlock()
+	revs, err := a.revocations()
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		revs[key] = at.Unix()
 	}
 	data, _ := json.MarshalIndent(revs, "", "  ")
 	tmp := filepath.Join(a.dir, revocationsFile+".tmp")
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return 0, err
+		return err
 	}
-	return n, os.Rename(tmp, filepath.Join(a.dir, revocationsFile))
+	return os.Rename(tmp, filepath.Join(a.dir, revocationsFile))
 }
 
 // revocations reads the revoked user keys and the times before which their

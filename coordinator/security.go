@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -69,6 +70,7 @@ func IsLoopback(listen string) bool {
 type Authority struct {
 	operator, system, coord, jobs nkeys.KeyPair
 	dir                           string
+	revokeMu                      sync.Mutex // one revocation write at a time in this process
 }
 
 var authorityFiles = []string{"operator.nk", "system.nk", "coord.nk", "jobs.nk"}

@@ -40,11 +40,13 @@ type coordFlags struct {
 	auth, token, tokenFile, logFormat, logLevel, info                  string
 	tlsCert, tlsKey, tlsCA, nodes, cluster                             string
 	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient, leaseRounds int
+	floodLimit                                                         int
 	round, jobTimeout, leaseGrace, leaderTTL                           time.Duration
 	agentTimeout                                                       time.Duration
 	agents                                                             bool
 	reallocate                                                         bool
 	durability                                                         durabilityFlags
+	emb                                                                *coordinator.Embedded // set by connect when embedded
 }
 
 // durabilityFlags are the snapshot and recovery settings (docs/durability.md).
@@ -97,6 +99,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "private key `FILE` of --tls-cert (PEM)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA `FILE` (PEM): with --tls-cert, require client certificates it signed; with --nats-url, trust the cluster's certificates it signed")
 	fs.IntVar(&f.maxJobs, "max-jobs", coordinator.DefaultMaxJobs, "refuse new jobs while this many are pending or active")
+	fs.IntVar(&f.floodLimit, "flood-limit", coordinator.DefaultFloodLimit, "embedded server: disconnect a job connection that publishes more than this many messages a second, and revoke its credential in creds mode (0: off)")
 	fs.IntVar(&f.maxJobsPerClient, "max-jobs-per-client", coordinator.DefaultMaxJobsPerClient, "refuse new jobs from a client (connection, or user in creds mode) that registered this many")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 0, "a standby takes over after the leader was silent this long (default two rounds, between 1s and 5s)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
@@ -133,6 +136,11 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	scfg.Metrics = coordinator.NewMetrics(reg)
+	if emb := f.emb; emb != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shockwave_flood_disconnects_total",
+			Help: "Job connections the embedded server's flood guard disconnected (--flood-limit)."},
+			func() float64 { return float64(emb.FloodDisconnects()) }))
+	}
 	svc, err := coordinator.NewService(nc, scfg)
 	if err != nil {
 		return usageError{err}
@@ -184,6 +192,8 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", badInput("--max-message: %d out of range [1024, %d]", f.maxMessage, 64<<20)
 	case f.replicas < 1 || f.replicas > 5:
 		return cfg, "", badInput("--replicas: %d out of range [1, 5]", f.replicas)
+	case f.floodLimit != 0 && f.floodLimit < 100:
+		return cfg, "", badInput("--flood-limit: %d is below 100 messages a second (0 turns the guard off)", f.floodLimit)
 	case f.maxJobs < 1 || f.maxJobsPerClient < 1:
 		return cfg, "", badInput("--max-jobs and --max-jobs-per-client must be positive, got %d and %d", f.maxJobs, f.maxJobsPerClient)
 	case f.leaderTTL < 0 || (f.leaderTTL > 0 && f.leaderTTL < 100*time.Millisecond) || f.leaderTTL > time.Minute:
@@ -302,7 +312,10 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	if mode == coordinator.AuthNone && !coordinator.IsLoopback(f.listen) {
 		log.Warn().Str("listen", f.listen).Msg("no authentication on a non-loopback address: anyone who reaches it can register jobs and publish events; use --auth token or --auth creds")
 	}
-	ecfg := coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir, Auth: mode, Token: f.token, Prefix: f.prefix, Logger: log}
+	ecfg := coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir, Auth: mode, Token: f.token, Prefix: f.prefix, Logger: log, FloodLimit: f.floodLimit}
+	if f.floodLimit == 0 {
+		ecfg.FloodLimit = -1
+	}
 	if f.tlsCert != "" {
 		ecfg.TLS = &coordinator.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsCA}
 	}
@@ -310,6 +323,7 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	f.emb = emb
 	log.Info().Str("url", emb.ClientURL()).Str("data_dir", f.dataDir).Str("auth", string(mode)).Bool("tls", f.tlsCert != "").Msg("embedded NATS with JetStream started")
 	if p := emb.AdminSecretFile(f.dataDir); p != "" {
 		log.Info().Str("admin_token_file", p).Msg("status and other admin requests: shockwave status --token-file " + p)

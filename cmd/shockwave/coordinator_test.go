@@ -41,6 +41,8 @@ func TestCoordinator_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
 		{"missing tls cert", []string{"--gpus", "2", "--tls-cert", "/nonexistent/s.crt", "--tls-key", badJSON}, "--tls-cert"},
 		{"tls cert with an external cluster", []string{"--gpus", "2", "--nats-url", "nats://x:1", "--tls-cert", badJSON, "--tls-key", badJSON}, "--tls-cert"},
 		{"zero job cap", []string{"--gpus", "2", "--max-jobs", "0"}, "--max-jobs"},
+		{"flood limit below any honest rate", []string{"--gpus", "2", "--flood-limit", "10"}, "--flood-limit"},
+		{"negative flood limit", []string{"--gpus", "2", "--flood-limit", "-1"}, "--flood-limit"},
 		{"tiny leader ttl", []string{"--gpus", "2", "--leader-ttl", "1ms"}, "--leader-ttl"},
 		{"lease rounds out of range", []string{"--gpus", "2", "--lease-rounds", "17"}, "--lease-rounds"},
 		{"negative lease rounds", []string{"--gpus", "2", "--lease-rounds", "-1"}, "--lease-rounds"},

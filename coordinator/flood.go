@@ -1,0 +1,110 @@
+package coordinator
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// The flood guard of the embedded server. A job's event budget acts in the
+// fold, after the log has stored every message, so a connection that
+// publishes as fast as it can fills the log faster than the fold reads it
+// and the rounds stall behind the backlog (docs/security.md: no round in a
+// 10 s flood of about 300,000 messages a second). The guard reads the
+// message counts of the jobs' account's connections every second and
+// disconnects any connection that sent more than the limit a second since
+// the last reading; in creds mode it also revokes that credential, so the
+// job cannot connect again. Honest clients stay far below: a job sends an
+// event batch every sampling interval (a second by default), an agent a
+// heartbeat every few seconds. With an external NATS server
+// (--nats-url) there is no guard: that server's operator sets its limits.
+
+// DefaultFloodLimit is the message rate, per second, beyond which the
+// embedded server's flood guard disconnects a job's connection.
+const DefaultFloodLimit = 10_000
+
+// floodEvery is how often the guard reads the connections' counts.
+const floodEvery = time.Second
+
+// floodGuard tracks the message counts of the jobs' connections.
+type floodGuard struct {
+	limit float64
+	last  map[uint64]int64 // connection id → messages received at the last reading
+	at    time.Time
+	kicks atomic.Int64
+}
+
+// floodSuspect is a connection over the limit.
+type floodSuspect struct {
+	cid  uint64
+	user string // the credential's user key in creds mode
+	name string // the client's connection name
+	rate float64
+}
+
+// check reads the counts of account's connections at now and returns the
+// connections whose rate since the previous reading exceeds the limit. The
+// first reading only records.
+func (g *floodGuard) check(s *server.Server, account string, now time.Time) []floodSuspect {
+	cz, err := s.Connz(&server.ConnzOptions{Account: account, Username: true, Limit: 1 << 30})
+	if err != nil {
+		return nil
+	}
+	next := make(map[uint64]int64, len(cz.Conns))
+	var out []floodSuspect
+	secs := now.Sub(g.at).Seconds()
+	for _, c := range cz.Conns {
+		next[c.Cid] = c.InMsgs
+		prev, ok := g.last[c.Cid]
+		if !ok || g.at.IsZero() || secs <= 0 {
+			continue
+		}
+		if rate := float64(c.InMsgs-prev) / secs; rate > g.limit {
+			out = append(out, floodSuspect{cid: c.Cid, user: c.AuthorizedUser, name: c.Name, rate: rate})
+		}
+	}
+	g.last, g.at = next, now
+	return out
+}
+
+// guardFloods runs the flood guard until stop is closed.
+func (e *Embedded) guardFloods(account string, limit int, stop <-chan struct{}) {
+	g := &e.flood
+	g.limit = float64(limit)
+	tick := time.NewTicker(floodEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			for _, s := range g.check(e.Server, account, now) {
+				e.disconnectFlooder(s)
+			}
+		}
+	}
+}
+
+// disconnectFlooder disconnects a connection over the limit and, in creds
+// mode, revokes its credential.
+func (e *Embedded) disconnectFlooder(s floodSuspect) {
+	e.flood.kicks.Add(1)
+	revoked := false
+	if e.auth != nil && s.user != "" {
+		if err := e.auth.revokeKeys([]string{s.user}, time.Now()); err == nil {
+			revoked = true
+		} else if e.log != nil {
+			e.log.Error().Err(err).Str("user", s.user).Msg("cannot revoke a flooding job's credential")
+		}
+	}
+	_ = e.Server.DisconnectClientByID(s.cid)
+	if e.log != nil {
+		e.log.Warn().Uint64("cid", s.cid).Str("client", s.name).Str("user", s.user).Float64("msgs_per_s", s.rate).
+			Float64("limit", e.flood.limit).Bool("revoked", revoked).
+			Msg("disconnected a job connection publishing beyond the flood limit")
+	}
+}
+
+// FloodDisconnects counts the connections the flood guard disconnected.
+func (e *Embedded) FloodDisconnects() int64 { return e.flood.kicks.Load() }
