@@ -102,6 +102,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		lock.release()
 		return nil, err
 	}
+	if e.local != nil && cfg.FloodLimit >= 0 {
+		e.local.guard = &e.flood
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		lock.release()

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,58 @@ type floodGuard struct {
 	last  map[uint64]int64 // connection id → messages received at the last reading
 	at    time.Time
 	kicks atomic.Int64
+
+	// In none and token mode a disconnected client can connect again at
+	// once (any client may; there is no credential to revoke), so the
+	// address a flooding connection came from is refused new job
+	// connections for a cooldown: floodCooldown, doubling with every
+	// disconnection from that address within floodMemory, up to
+	// floodCooldownMax. Its other connections stay.
+	mu     sync.Mutex
+	banned map[string]floodBan // by remote host
+}
+
+// floodBan is an address's cooldown.
+type floodBan struct {
+	until, last time.Time
+	strikes     int
+}
+
+const (
+	floodCooldown    = 10 * time.Second
+	floodCooldownMax = 5 * time.Minute
+	floodMemory      = 10 * time.Minute
+)
+
+// ban starts or extends host's cooldown at now and returns it.
+func (g *floodGuard) ban(host string, now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.banned == nil {
+		g.banned = map[string]floodBan{}
+	}
+	for h, b := range g.banned { // forget the addresses quiet for floodMemory
+		if now.Sub(b.last) > floodMemory {
+			delete(g.banned, h)
+		}
+	}
+	b := g.banned[host]
+	b.strikes++
+	d := min(floodCooldown<<min(b.strikes-1, 10), floodCooldownMax)
+	b.until, b.last = now.Add(d), now
+	g.banned[host] = b
+	return d
+}
+
+// refused says whether a new job connection from host is refused at now.
+func (g *floodGuard) refused(host string, now time.Time) bool {
+	if g == nil || host == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, ok := g.banned[host]
+	return ok && now.Before(b.until)
 }
 
 // floodSuspect is a connection over the limit.
@@ -40,6 +93,7 @@ type floodSuspect struct {
 	cid  uint64
 	user string // the credential's user key in creds mode
 	name string // the client's connection name
+	host string // the client's address ("" in process)
 	rate float64
 }
 
@@ -61,7 +115,7 @@ func (g *floodGuard) check(s *server.Server, account string, now time.Time) []fl
 			continue
 		}
 		if rate := float64(c.InMsgs-prev) / secs; rate > g.limit {
-			out = append(out, floodSuspect{cid: c.Cid, user: c.AuthorizedUser, name: c.Name, rate: rate})
+			out = append(out, floodSuspect{cid: c.Cid, user: c.AuthorizedUser, name: c.Name, host: c.IP, rate: rate})
 		}
 	}
 	g.last, g.at = next, now
@@ -91,17 +145,21 @@ func (e *Embedded) guardFloods(account string, limit int, stop <-chan struct{}) 
 func (e *Embedded) disconnectFlooder(s floodSuspect) {
 	e.flood.kicks.Add(1)
 	revoked := false
-	if e.auth != nil && s.user != "" {
+	var cooldown time.Duration
+	switch {
+	case e.auth != nil && s.user != "":
 		if err := e.auth.revokeKeys([]string{s.user}, time.Now()); err == nil {
 			revoked = true
 		} else if e.log != nil {
 			e.log.Error().Err(err).Str("user", s.user).Msg("cannot revoke a flooding job's credential")
 		}
+	case e.local != nil && s.host != "":
+		cooldown = e.flood.ban(s.host, time.Now())
 	}
 	_ = e.Server.DisconnectClientByID(s.cid)
 	if e.log != nil {
-		e.log.Warn().Uint64("cid", s.cid).Str("client", s.name).Str("user", s.user).Float64("msgs_per_s", s.rate).
-			Float64("limit", e.flood.limit).Bool("revoked", revoked).
+		e.log.Warn().Uint64("cid", s.cid).Str("client", s.name).Str("user", s.user).Str("host", s.host).
+			Float64("msgs_per_s", s.rate).Float64("limit", e.flood.limit).Bool("revoked", revoked).Dur("cooldown", cooldown).
 			Msg("disconnected a job connection publishing beyond the flood limit")
 	}
 }

@@ -108,3 +108,75 @@ func TestCreds_AJobFloodingItsEventsIsDisconnectedAndRevoked(t *testing.T) {
 		t.Error("another job was disconnected too")
 	}
 }
+
+func TestTokenMode_AFloodingClientsAddressIsRefusedNewConnectionsForACooldown(t *testing.T) {
+	e := newEnv(t, 1, func(ec *EmbeddedConfig, sc *ServiceConfig) {
+		ec.Auth, ec.Token, ec.DontListen, ec.Listen = AuthToken, "job-token", false, "127.0.0.1:-1"
+	})
+	honest, err := nats.Connect(e.emb.ClientURL(), nats.Token("job-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(honest.Close)
+	if rep := register(t, honest, e.subj, newJob("f", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	// The flooder reconnects as fast as it can.
+	flooder, err := nats.Connect(e.emb.ClientURL(), nats.Token("job-token"), nats.ReconnectWait(10*time.Millisecond),
+		nats.MaxReconnects(-1), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(flooder.Close)
+	testFloodIsDisconnected(t, e, flooder)
+	if n := e.emb.FloodDisconnects(); n != 1 {
+		t.Errorf("%d disconnections: the flooder's reconnections should have been refused", n)
+	}
+	if flooder.IsConnected() {
+		t.Error("the flooder is connected again within its cooldown")
+	}
+	if nc, err := nats.Connect(e.emb.ClientURL(), nats.Token("job-token"), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Error("a new connection from the flooder's address was let in within the cooldown")
+	}
+	// The address's connections that did not flood stay.
+	if !honest.IsConnected() {
+		t.Fatal("the honest connection from the same address was disconnected")
+	}
+	publishBatch(t, honest, e.subj, "f", heartbeat(2, 0))
+	eventually(t, 10*time.Second, "the honest job's batch folded", func() bool {
+		row, _ := jobRow(status(t, e.coordClient(), e.subj), "f")
+		return row.LastSeq == 2
+	})
+}
+
+func TestFloodGuard_CooldownsDoubleAndAreForgotten(t *testing.T) {
+	var g floodGuard
+	t0 := time.Unix(1_000_000, 0)
+	if d := g.ban("10.0.0.1", t0); d != floodCooldown {
+		t.Fatalf("first cooldown %v", d)
+	}
+	if !g.refused("10.0.0.1", t0.Add(floodCooldown-time.Millisecond)) || g.refused("10.0.0.1", t0.Add(floodCooldown)) {
+		t.Error("the first cooldown does not end when it should")
+	}
+	if g.refused("10.0.0.2", t0) || g.refused("", t0) {
+		t.Error("another address is refused")
+	}
+	if d := g.ban("10.0.0.1", t0.Add(time.Minute)); d != 2*floodCooldown {
+		t.Errorf("second cooldown %v, want %v", d, 2*floodCooldown)
+	}
+	for range 20 {
+		g.ban("10.0.0.1", t0.Add(2*time.Minute))
+	}
+	if d := g.ban("10.0.0.1", t0.Add(2*time.Minute)); d != floodCooldownMax {
+		t.Errorf("cooldown after many floods %v, want the cap %v", d, floodCooldownMax)
+	}
+	later := t0.Add(2*time.Minute + floodMemory + time.Second)
+	if d := g.ban("10.0.0.1", later); d != floodCooldown {
+		t.Errorf("after %v quiet the cooldown is %v, want a fresh %v", floodMemory, d, floodCooldown)
+	}
+	var none *floodGuard
+	if none.refused("10.0.0.1", t0) {
+		t.Error("no guard refuses")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,26 @@ type localAuth struct {
 	linked   chan struct{}
 	linkOnce sync.Once
 	linkOK   bool // written before linked is closed
+	// guard refuses job connections from an address in a flood cooldown
+	// (set before the server starts; nil: none).
+	guard *floodGuard
+}
+
+// remoteHost is the address a client connects from, as the server's
+// connection list shows it ("" for an in-process connection).
+func remoteHost(c server.ClientAuthentication) string {
+	switch a := c.RemoteAddress().(type) {
+	case nil:
+		return ""
+	case *net.TCPAddr:
+		return a.IP.String()
+	default:
+		host, _, err := net.SplitHostPort(a.String())
+		if err != nil {
+			return ""
+		}
+		return host
+	}
 }
 
 // loadSecret reads a secret from dir/name, creating it when missing.
@@ -156,6 +177,8 @@ func (a *localAuth) Check(c server.ClientAuthentication) bool {
 		return true
 	case a.mode == AuthToken && subtle.ConstantTimeCompare(tok, a.token) != 1:
 		return false
+	case a.guard.refused(remoteHost(c), time.Now()):
+		return false // a flood came from this address: its cooldown (flood.go)
 	}
 	c.RegisterUser(&server.User{Username: "job", Account: a.jobs, Permissions: a.jobPerms})
 	return true
