@@ -180,3 +180,27 @@ func TestFloodGuard_CooldownsDoubleAndAreForgotten(t *testing.T) {
 		t.Error("no guard refuses")
 	}
 }
+
+// BenchmarkFloodGuard_Check is one reading of the guard over n job
+// connections (go test ./coordinator -run XXX -bench FloodGuard).
+func BenchmarkFloodGuard_Check(b *testing.B) {
+	const n = 2500
+	emb, _ := embeddedConn(b, EmbeddedConfig{DataDir: b.TempDir(), Listen: "127.0.0.1:-1", FloodLimit: -1})
+	for range n {
+		nc, err := nats.Connect(emb.ClientURL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+	}
+	g := floodGuard{limit: DefaultFloodLimit}
+	now := time.Now()
+	g.check(emb.Server, localJobsAccount, now)
+	b.ResetTimer()
+	for i := range b.N {
+		if s := g.check(emb.Server, localJobsAccount, now.Add(time.Duration(i+1)*time.Second)); len(s) != 0 {
+			b.Fatalf("%d suspects among idle connections", len(s))
+		}
+	}
+	b.ReportMetric(float64(len(g.last)), "conns")
+}

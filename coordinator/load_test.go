@@ -192,6 +192,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	t.Logf("%d jobs (%d child processes), %d GPUs, %ds rounds, %v window: %d batches applied (%.0f/s of %d/s sent)", jobs, len(children), gpus, round, wall.Round(time.Second), len(l), float64(len(l))/wall.Seconds(), jobs)
 	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
 	t.Logf("job processes CPU: %.1f%% of one core; the machine: %s", 100*jobsCPU.Seconds()/wall.Seconds(), machine)
+	if srv.emb != nil {
+		t.Logf("connections the flood guard disconnected: %d", srv.emb.FloodDisconnects())
+	}
 	rss, peak = memory(t)
 	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB; %s", rss>>20, peak>>20, memoryBreakdown())
 	if srv.pid != 0 {
@@ -229,13 +232,14 @@ type loadNATS struct {
 	url string
 	nc  *nats.Conn // the coordinator's connection, with its rights
 	pid int        // the server's process, 0 when embedded
+	emb *Embedded  // the server when embedded
 }
 
 func startLoadNATS(t *testing.T) *loadNATS {
 	dir := t.TempDir()
 	if os.Getenv("SHOCKWAVE_LOAD_NATS") != "process" {
 		emb, nc := embeddedConn(t, EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:-1", MaxPayload: 8 << 20})
-		return &loadNATS{url: emb.ClientURL(), nc: nc}
+		return &loadNATS{url: emb.ClientURL(), nc: nc, emb: emb}
 	}
 	c := exec.Command(os.Args[0], "-test.run=^TestLoad_ServerChild$", "-test.timeout=0")
 	c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_SERVER="+dir)
