@@ -30,10 +30,11 @@ const floodEvery = time.Second
 
 // floodGuard tracks the message counts of the jobs' connections.
 type floodGuard struct {
-	limit float64
-	last  map[uint64]int64 // connection id → messages received at the last reading
-	at    time.Time
-	kicks atomic.Int64
+	limit  float64
+	byUser bool             // sum each credential's connections (creds mode: the user is the job's key)
+	last   map[uint64]int64 // connection id → messages received at the last reading
+	at     time.Time
+	kicks  atomic.Int64
 
 	// In none and token mode a disconnected client can connect again at
 	// once (any client may; there is no credential to revoke), so the
@@ -108,14 +109,30 @@ func (g *floodGuard) check(s *server.Server, account string, now time.Time) []fl
 	next := make(map[uint64]int64, len(cz.Conns))
 	var out []floodSuspect
 	secs := now.Sub(g.at).Seconds()
+	// A credential's connections together (creds mode): a job may not
+	// split a flood over several connections with its one credential.
+	// Addresses are not summed: jobs behind one address (a NAT, or all
+	// of them on a loopback-only setup) send as much as the cluster does.
+	perUser := map[string][]floodSuspect{}
+	userRate := map[string]float64{}
 	for _, c := range cz.Conns {
 		next[c.Cid] = c.InMsgs
 		prev, ok := g.last[c.Cid]
-		if !ok || g.at.IsZero() || secs <= 0 {
+		if !ok || g.at.IsZero() || secs <= 0 || c.InMsgs <= prev {
 			continue
 		}
-		if rate := float64(c.InMsgs-prev) / secs; rate > g.limit {
-			out = append(out, floodSuspect{cid: c.Cid, user: c.AuthorizedUser, name: c.Name, host: c.IP, rate: rate})
+		s := floodSuspect{cid: c.Cid, user: c.AuthorizedUser, name: c.Name, host: c.IP, rate: float64(c.InMsgs-prev) / secs}
+		switch {
+		case s.rate > g.limit:
+			out = append(out, s)
+		case g.byUser && s.user != "":
+			perUser[s.user] = append(perUser[s.user], s)
+			userRate[s.user] += s.rate
+		}
+	}
+	for user, conns := range perUser {
+		if userRate[user] > g.limit {
+			out = append(out, conns...)
 		}
 	}
 	g.last, g.at = next, now
@@ -125,7 +142,7 @@ func (g *floodGuard) check(s *server.Server, account string, now time.Time) []fl
 // guardFloods runs the flood guard until stop is closed.
 func (e *Embedded) guardFloods(account string, limit int, stop <-chan struct{}) {
 	g := &e.flood
-	g.limit = float64(limit)
+	g.limit, g.byUser = float64(limit), e.auth != nil
 	tick := time.NewTicker(floodEvery)
 	defer tick.Stop()
 	for {

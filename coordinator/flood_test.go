@@ -204,3 +204,62 @@ func BenchmarkFloodGuard_Check(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(g.last)), "conns")
 }
+
+func TestCreds_AJobSplittingAFloodOverConnectionsUnderTheLimitIsCutOff(t *testing.T) {
+	e := newEnv(t, 1, func(ec *EmbeddedConfig, sc *ServiceConfig) {
+		ec.Auth, ec.DontListen, ec.Listen = AuthCreds, false, "127.0.0.1:-1"
+	})
+	creds, err := e.emb.Authority().IssueJob(e.subj, "f", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "f.creds")
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const conns, perMs = 8, 4 // 4,000 a second each, under the limit; 32,000 together
+	ncs := make([]*nats.Conn, conns)
+	for i := range ncs {
+		ncs[i] = e.client(nats.UserCredentials(path), nats.CustomInboxPrefix(e.subj.Inbox("f")), nats.NoReconnect(),
+			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	}
+	if rep := register(t, ncs[0], e.subj, newJob("f", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	eventually(t, 10*time.Second, "two rounds", func() bool { return e.svc.Health().Rounds >= 2 })
+	data := []byte(`{"v":1,"job":"f","events":[{"v":1,"type":"progress","job":"f","seq":1,"steps_done":0,"total_steps":1000,"epoch":0,"batch_size":8}]}`)
+	var stop atomic.Bool
+	defer stop.Store(true)
+	for _, nc := range ncs {
+		go func() {
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for !stop.Load() && !nc.IsClosed() {
+				<-tick.C
+				for range perMs {
+					_ = nc.Publish(e.subj.Events("f"), data)
+				}
+			}
+		}()
+	}
+	eventually(t, 15*time.Second, "every connection of the credential closed", func() bool {
+		for _, nc := range ncs {
+			if !nc.IsClosed() {
+				return false
+			}
+		}
+		return true
+	})
+	eventually(t, 10*time.Second, "the credential refused", func() bool {
+		nc, err := nats.Connect(e.emb.ClientURL(), nats.UserCredentials(path), nats.NoReconnect())
+		if err == nil {
+			nc.Close()
+			return false
+		}
+		return strings.Contains(err.Error(), "Authorization Violation")
+	})
+	t.Logf("%d disconnections by the guard", e.emb.FloodDisconnects())
+	if e.emb.FloodDisconnects() == 0 {
+		t.Error("the guard disconnected nothing")
+	}
+}
