@@ -73,6 +73,9 @@ func (a *Authority) Revoke(job string, at time.Time) (int, error) {
 
 // revokeKeys adds user keys to the revocations file, void before at.
 func (a *Authority) revokeKeys(keys []string, at time.Time) error {
+	if a.dir == "" {
+		return errors.New("coordinator: this authority has no directory to record revocations in")
+	}
 	a.revokeMu.Lock()
 	defer a.revokeMu.Unlock()
 	revs, err := a.revocations()
