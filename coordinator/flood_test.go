@@ -217,7 +217,7 @@ func TestCreds_AJobSplittingAFloodOverConnectionsUnderTheLimitIsCutOff(t *testin
 	if err := os.WriteFile(path, creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const conns, perMs = 8, 4 // 4,000 a second each, under the limit; 32,000 together
+	const conns, perMs = 8, 8 // at most 8,000 a second each, under the limit; up to 64,000 together
 	ncs := make([]*nats.Conn, conns)
 	for i := range ncs {
 		ncs[i] = e.client(nats.UserCredentials(path), nats.CustomInboxPrefix(e.subj.Inbox("f")), nats.NoReconnect(),
