@@ -13,12 +13,14 @@ import (
 // publishes as fast as it can fills the log faster than the fold reads it
 // and the rounds stall behind the backlog (docs/security.md: no round in a
 // 10 s flood of about 300,000 messages a second). The guard reads the
-// message counts of the jobs' account's connections every second and
-// disconnects any connection that sent more than the limit a second since
-// the last reading; in creds mode it also revokes that credential, so the
-// job cannot connect again. Honest clients stay far below: a job sends an
-// event batch every sampling interval (a second by default), an agent a
-// heartbeat every few seconds. With an external NATS server
+// message and byte counts of the jobs' account's connections every second
+// and disconnects any connection that sent more than the limit a second
+// (or more than floodBytesPerMsg times it in bytes) since the last
+// reading; in creds mode it also revokes that credential, so the job
+// cannot connect again, and in none and token mode it refuses the address
+// new job connections for a cooldown. Honest clients stay far below: a job
+// sends an event batch every sampling interval (a second by default), an
+// agent a heartbeat every few seconds. With an external NATS server
 // (--nats-url) there is no guard: that server's operator sets its limits.
 
 // DefaultFloodLimit is the message rate, per second, beyond which the
@@ -31,8 +33,8 @@ const floodEvery = time.Second
 // floodGuard tracks the message counts of the jobs' connections.
 type floodGuard struct {
 	limit  float64
-	byUser bool             // sum each credential's connections (creds mode: the user is the job's key)
-	last   map[uint64]int64 // connection id → messages received at the last reading
+	byUser bool                  // sum each credential's connections (creds mode: the user is the job's key)
+	last   map[uint64]floodCount // connection id → what it had sent at the last reading
 	at     time.Time
 	kicks  atomic.Int64
 
@@ -91,22 +93,36 @@ func (g *floodGuard) refused(host string, now time.Time) bool {
 
 // floodSuspect is a connection over the limit.
 type floodSuspect struct {
-	cid  uint64
-	user string // the credential's user key in creds mode
-	name string // the client's connection name
-	host string // the client's address ("" in process)
-	rate float64
+	cid   uint64
+	user  string  // the credential's user key in creds mode
+	name  string  // the client's connection name
+	host  string  // the client's address ("" in process)
+	rate  float64 // messages a second
+	bytes float64 // bytes a second
+}
+
+// floodBytesPerMsg sets the byte limit: the message limit times this (10
+// MiB a second by default); an honest job's batch is a few hundred bytes,
+// the largest (256 events after an outage) about 64 KiB.
+const floodBytesPerMsg = 1 << 10
+
+// floodCount is a connection's counts at a reading.
+type floodCount struct{ msgs, bytes int64 }
+
+// over says whether msgs and bytes a second exceed the guard's limits.
+func (g *floodGuard) over(msgs, bytes float64) bool {
+	return msgs > g.limit || bytes > g.limit*floodBytesPerMsg
 }
 
 // check reads the counts of account's connections at now and returns the
-// connections whose rate since the previous reading exceeds the limit. The
-// first reading only records.
+// connections whose message or byte rate since the previous reading
+// exceeds the limit. The first reading only records.
 func (g *floodGuard) check(s *server.Server, account string, now time.Time) []floodSuspect {
 	cz, err := s.Connz(&server.ConnzOptions{Account: account, Username: true, Limit: 1 << 30})
 	if err != nil {
 		return nil
 	}
-	next := make(map[uint64]int64, len(cz.Conns))
+	next := make(map[uint64]floodCount, len(cz.Conns))
 	var out []floodSuspect
 	secs := now.Sub(g.at).Seconds()
 	// A credential's connections together (creds mode): a job may not
@@ -114,24 +130,26 @@ func (g *floodGuard) check(s *server.Server, account string, now time.Time) []fl
 	// Addresses are not summed: jobs behind one address (a NAT, or all
 	// of them on a loopback-only setup) send as much as the cluster does.
 	perUser := map[string][]floodSuspect{}
-	userRate := map[string]float64{}
+	userRate := map[string][2]float64{}
 	for _, c := range cz.Conns {
-		next[c.Cid] = c.InMsgs
+		next[c.Cid] = floodCount{c.InMsgs, c.InBytes}
 		prev, ok := g.last[c.Cid]
-		if !ok || g.at.IsZero() || secs <= 0 || c.InMsgs <= prev {
+		if !ok || g.at.IsZero() || secs <= 0 || c.InMsgs <= prev.msgs {
 			continue
 		}
-		s := floodSuspect{cid: c.Cid, user: c.AuthorizedUser, name: c.Name, host: c.IP, rate: float64(c.InMsgs-prev) / secs}
+		s := floodSuspect{cid: c.Cid, user: c.AuthorizedUser, name: c.Name, host: c.IP,
+			rate: float64(c.InMsgs-prev.msgs) / secs, bytes: float64(c.InBytes-prev.bytes) / secs}
 		switch {
-		case s.rate > g.limit:
+		case g.over(s.rate, s.bytes):
 			out = append(out, s)
 		case g.byUser && s.user != "":
 			perUser[s.user] = append(perUser[s.user], s)
-			userRate[s.user] += s.rate
+			r := userRate[s.user]
+			userRate[s.user] = [2]float64{r[0] + s.rate, r[1] + s.bytes}
 		}
 	}
 	for user, conns := range perUser {
-		if userRate[user] > g.limit {
+		if r := userRate[user]; g.over(r[0], r[1]) {
 			out = append(out, conns...)
 		}
 	}
@@ -176,7 +194,7 @@ func (e *Embedded) disconnectFlooder(s floodSuspect) {
 	_ = e.Server.DisconnectClientByID(s.cid)
 	if e.log != nil {
 		e.log.Warn().Uint64("cid", s.cid).Str("client", s.name).Str("user", s.user).Str("host", s.host).
-			Float64("msgs_per_s", s.rate).Float64("limit", e.flood.limit).Bool("revoked", revoked).Dur("cooldown", cooldown).
+			Float64("msgs_per_s", s.rate).Float64("bytes_per_s", s.bytes).Float64("limit", e.flood.limit).Bool("revoked", revoked).Dur("cooldown", cooldown).
 			Msg("disconnected a job connection publishing beyond the flood limit")
 	}
 }

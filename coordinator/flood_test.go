@@ -263,3 +263,30 @@ func TestCreds_AJobSplittingAFloodOverConnectionsUnderTheLimitIsCutOff(t *testin
 		t.Error("the guard disconnected nothing")
 	}
 }
+
+func TestFlood_AConnectionSendingFewButHugeMessagesIsDisconnected(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	flooder := e.client(nats.NoReconnect(), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if rep := register(t, flooder, e.subj, newJob("f", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	eventually(t, 10*time.Second, "two rounds", func() bool { return e.svc.Health().Rounds >= 2 })
+	// 200 KiB batches, at most one a millisecond: far under the message
+	// limit, far over the byte limit (10 MiB a second by default).
+	big := []byte(`{"v":1,"job":"f","events":[{"v":1,"type":"progress","job":"f","seq":1,"steps_done":0,"total_steps":1000,"epoch":0,"batch_size":8,"pad":"` +
+		strings.Repeat("x", 200<<10) + `"}]}`)
+	var stop atomic.Bool
+	defer stop.Store(true)
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for !stop.Load() && !flooder.IsClosed() {
+			<-tick.C
+			_ = flooder.Publish(e.subj.Events("f"), big)
+		}
+	}()
+	eventually(t, 10*time.Second, "the connection disconnected", func() bool { return flooder.IsClosed() })
+	if e.emb.FloodDisconnects() != 1 {
+		t.Errorf("%d disconnections", e.emb.FloodDisconnects())
+	}
+}

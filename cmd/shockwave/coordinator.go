@@ -99,7 +99,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "private key `FILE` of --tls-cert (PEM)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA `FILE` (PEM): with --tls-cert, require client certificates it signed; with --nats-url, trust the cluster's certificates it signed")
 	fs.IntVar(&f.maxJobs, "max-jobs", coordinator.DefaultMaxJobs, "refuse new jobs while this many are pending or active")
-	fs.IntVar(&f.floodLimit, "flood-limit", coordinator.DefaultFloodLimit, "embedded server: disconnect a job connection that publishes more than this many messages a second, and revoke its credential in creds mode (0: off)")
+	fs.IntVar(&f.floodLimit, "flood-limit", coordinator.DefaultFloodLimit, "embedded server: disconnect a job connection that publishes more than this many messages (or KiB) a second, and revoke its credential in creds mode or refuse its address new connections for a cooldown (0: off)")
 	fs.IntVar(&f.maxJobsPerClient, "max-jobs-per-client", coordinator.DefaultMaxJobsPerClient, "refuse new jobs from a client (connection, or user in creds mode) that registered this many")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 0, "a standby takes over after the leader was silent this long (default two rounds, between 1s and 5s)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
