@@ -64,8 +64,15 @@ func TestFlood_AConnectionFloodingEventsIsDisconnectedAndRoundsGoOn(t *testing.T
 	if !flooder.IsClosed() {
 		t.Error("the flooding connection is still open")
 	}
+	honestJobGoesOn(t, e, honest)
+}
+
+// honestJobGoesOn checks that job f's honest connection, from the
+// flooder's address, is still connected and its next batch is folded.
+func honestJobGoesOn(t *testing.T, e *env, honest *nats.Conn) {
+	t.Helper()
 	if !honest.IsConnected() {
-		t.Error("the honest connection was disconnected too")
+		t.Fatal("the honest connection was disconnected too")
 	}
 	publishBatch(t, honest, e.subj, "f", heartbeat(2, 0))
 	eventually(t, 10*time.Second, "the honest job's next batch folded", func() bool {
@@ -74,18 +81,25 @@ func TestFlood_AConnectionFloodingEventsIsDisconnectedAndRoundsGoOn(t *testing.T
 	})
 }
 
+// jobCredsFile issues job's credentials and writes them into a file.
+func jobCredsFile(t *testing.T, e *env, job string) string {
+	t.Helper()
+	creds, err := e.emb.Authority().IssueJob(e.subj, job, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), job+".creds")
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestCreds_AJobFloodingItsEventsIsDisconnectedAndRevoked(t *testing.T) {
 	e := newEnv(t, 1, func(ec *EmbeddedConfig, sc *ServiceConfig) {
 		ec.Auth, ec.DontListen, ec.Listen = AuthCreds, false, "127.0.0.1:-1"
 	})
-	creds, err := e.emb.Authority().IssueJob(e.subj, "f", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "f.creds")
-	if err := os.WriteFile(path, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := jobCredsFile(t, e, "f")
 	flooder := e.client(nats.UserCredentials(path), nats.CustomInboxPrefix(e.subj.Inbox("f")))
 	if rep := register(t, flooder, e.subj, newJob("f", 1)); rep.Error != nil {
 		t.Fatal(rep.Error)
@@ -140,14 +154,7 @@ func TestTokenMode_AFloodingClientsAddressIsRefusedNewConnectionsForACooldown(t 
 		t.Error("a new connection from the flooder's address was let in within the cooldown")
 	}
 	// The address's connections that did not flood stay.
-	if !honest.IsConnected() {
-		t.Fatal("the honest connection from the same address was disconnected")
-	}
-	publishBatch(t, honest, e.subj, "f", heartbeat(2, 0))
-	eventually(t, 10*time.Second, "the honest job's batch folded", func() bool {
-		row, _ := jobRow(status(t, e.coordClient(), e.subj), "f")
-		return row.LastSeq == 2
-	})
+	honestJobGoesOn(t, e, honest)
 }
 
 func TestFloodGuard_CooldownsDoubleAndAreForgotten(t *testing.T) {
@@ -209,14 +216,7 @@ func TestCreds_AJobSplittingAFloodOverConnectionsUnderTheLimitIsCutOff(t *testin
 	e := newEnv(t, 1, func(ec *EmbeddedConfig, sc *ServiceConfig) {
 		ec.Auth, ec.DontListen, ec.Listen = AuthCreds, false, "127.0.0.1:-1"
 	})
-	creds, err := e.emb.Authority().IssueJob(e.subj, "f", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "f.creds")
-	if err := os.WriteFile(path, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := jobCredsFile(t, e, "f")
 	const conns, perMs = 8, 8 // at most 8,000 a second each, under the limit; up to 64,000 together
 	ncs := make([]*nats.Conn, conns)
 	for i := range ncs {

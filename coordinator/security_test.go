@@ -242,14 +242,7 @@ func TestCreds_ARevokedJobIsDisconnectedAndCannotConnectAgain(t *testing.T) {
 	e := newEnv(t, 2, func(ec *EmbeddedConfig, _ *ServiceConfig) {
 		ec.Auth, ec.DontListen, ec.Listen = AuthCreds, false, "127.0.0.1:-1"
 	})
-	creds, err := e.emb.Authority().IssueJob(e.subj, "R", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "R.creds")
-	if err := os.WriteFile(path, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := jobCredsFile(t, e, "R")
 	closed := make(chan struct{})
 	r := e.client(nats.UserCredentials(path), nats.CustomInboxPrefix(e.subj.Inbox("R")), nats.NoReconnect(),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
