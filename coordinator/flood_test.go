@@ -1,8 +1,6 @@
 package coordinator
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,20 +77,6 @@ func honestJobGoesOn(t *testing.T, e *env, honest *nats.Conn) {
 		row, _ := jobRow(status(t, e.coordClient(), e.subj), "f")
 		return row.LastSeq == 2
 	})
-}
-
-// jobCredsFile issues job's credentials and writes them into a file.
-func jobCredsFile(t *testing.T, e *env, job string) string {
-	t.Helper()
-	creds, err := e.emb.Authority().IssueJob(e.subj, job, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), job+".creds")
-	if err := os.WriteFile(path, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func TestCreds_AJobFloodingItsEventsIsDisconnectedAndRevoked(t *testing.T) {

@@ -40,6 +40,15 @@ func (v *violations) has(substr string) bool {
 // jobClient connects with the credentials `shockwave creds issue` prints.
 func jobClient(t *testing.T, e *env, job string) (*nats.Conn, *violations) {
 	t.Helper()
+	path := jobCredsFile(t, e, job)
+	v := &violations{}
+	nc := e.client(nats.UserCredentials(path), nats.CustomInboxPrefix(e.subj.Inbox(job)), nats.ErrorHandler(v.handler))
+	return nc, v
+}
+
+// jobCredsFile issues job's credentials and writes them into a file.
+func jobCredsFile(t *testing.T, e *env, job string) string {
+	t.Helper()
 	creds, err := e.emb.Authority().IssueJob(e.subj, job, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +57,7 @@ func jobClient(t *testing.T, e *env, job string) (*nats.Conn, *violations) {
 	if err := os.WriteFile(path, creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v := &violations{}
-	nc := e.client(nats.UserCredentials(path), nats.CustomInboxPrefix(e.subj.Inbox(job)), nats.ErrorHandler(v.handler))
-	return nc, v
+	return path
 }
 
 func credsEnv(t *testing.T) *env {
