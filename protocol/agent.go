@@ -45,7 +45,18 @@ type AgentHello struct {
 	// Addr is the host name or address other nodes reach this node at
 	// (MASTER_ADDR of multi-node jobs whose rank 0 runs here).
 	Addr string `json:"addr,omitempty"`
+	// Relay says the agent relays each job's lease to the processes it
+	// starts, through a pipe named by EnvLeaseFD. The coordinator then
+	// puts the job's current RUN lease into its assignments on the node
+	// (Assignment.Lease) and publishes no RUN or SUSPEND lease on the
+	// job's subject for a job whose every node relays: one desired state
+	// per node replaces a message per job (docs/agent.md).
+	Relay bool `json:"relay,omitempty"`
 }
+
+// EnvLeaseFD names the file descriptor on which a relaying agent writes
+// a process's leases: one Lease as JSON per line, the latest last.
+const EnvLeaseFD = "SHOCKWAVE_LEASE_FD"
 
 // AgentReply answers an agent's join, heartbeat or report. Desired is the
 // node's desired state (join and heartbeat).
@@ -93,6 +104,11 @@ type Assignment struct {
 	MasterAddr string  `json:"master_addr"`
 	MasterPort int     `json:"master_port"`
 	Expiry     float64 `json:"expiry"` // the grant ends here unless renewed
+	// Lease is the job's current RUN lease as the coordinator issued it,
+	// for the agent to relay to the processes (set only on a node whose
+	// agent relays, AgentHello.Relay). It may end later than Expiry (a
+	// lease of several rounds); the agent still enforces Expiry.
+	Lease *Lease `json:"lease,omitempty"`
 }
 
 // AgentReport tells the coordinator what happened to a job's processes on
@@ -164,7 +180,7 @@ var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ReservedEnv lists the variables the agent sets itself; a submission may
 // not set them (a job may not pose as another or change its devices).
 var ReservedEnv = []string{"SHOCKWAVE_JOB_ID", "SHOCKWAVE_NATS_URL", "SHOCKWAVE_EXIT_MODE", "SHOCKWAVE_CHECKPOINT_DIR",
-	"SHOCKWAVE_CREDS", "SHOCKWAVE_TOKEN", "SHOCKWAVE_PREFIX", "SHOCKWAVE_AGENT_NODE", "SHOCKWAVE_ATTEMPT",
+	"SHOCKWAVE_CREDS", "SHOCKWAVE_TOKEN", "SHOCKWAVE_PREFIX", "SHOCKWAVE_AGENT_NODE", "SHOCKWAVE_ATTEMPT", EnvLeaseFD,
 	// a resident process's node and devices (the SDK): never an agent's job
 	"SHOCKWAVE_NODE", "SHOCKWAVE_VISIBLE_DEVICES",
 	"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"}
@@ -380,6 +396,14 @@ func (a *Assignment) validate(m, f string) error {
 	}
 	if a.MasterPort < 0 || a.MasterPort > 65535 {
 		return fieldErr(m, f+".master_port", "%d out of range", a.MasterPort)
+	}
+	if l := a.Lease; l != nil {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("%s.lease: %w", f, err)
+		}
+		if l.Job != a.Job || l.Action != Run {
+			return fieldErr(m, f+".lease", "a %s lease of job %q in the assignment of job %q (want the job's RUN lease)", l.Action, l.Job, a.Job)
+		}
 	}
 	return checkFinite(m, f+".expiry", a.Expiry, 0, MaxSeconds)
 }

@@ -1,6 +1,7 @@
 package protocol_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -73,6 +74,34 @@ func TestDecodeAgentMessages_RefuseBadInput(t *testing.T) {
 	} {
 		if _, err := protocol.DecodeNodeDesired([]byte(bad), 0); err == nil {
 			t.Errorf("desired state %s accepted", bad)
+		}
+	}
+}
+
+func TestNodeDesired_AnAssignmentsLeaseMustBeTheJobsRunLease(t *testing.T) {
+	const base = `{"v":1,"node":"n","round":3,"now":100,"jobs":[{"job":"j","attempt":0,"since":2,"command":["x"],"devices":[0],"procs":1,"rank_offset":0,"world_size":1,"master_addr":"h","master_port":29500,"expiry":110,"lease":%s}]}`
+	good := `{"v":1,"job":"j","round":3,"action":"RUN","workers":[4],"devices":[{"node":"n","devices":[0]}],"start":100,"expiry":120}`
+	d, err := protocol.DecodeNodeDesired([]byte(fmt.Sprintf(base, good)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := d.Jobs[0].Lease; l == nil || l.Job != "j" || l.Expiry != 120 {
+		t.Fatalf("lease decoded as %+v", l)
+	}
+	for name, bad := range map[string]string{
+		"another job's":  strings.Replace(good, `"job":"j"`, `"job":"k"`, 1),
+		"a SUSPEND":      strings.Replace(good, `"RUN"`, `"SUSPEND"`, 1),
+		"no workers":     strings.Replace(good, `"workers":[4]`, `"workers":[]`, 1),
+		"unknown fields": strings.Replace(good, `"round":3`, `"round":3,"extra":1`, 1),
+	} {
+		_, err := protocol.DecodeNodeDesired([]byte(fmt.Sprintf(base, bad)), 0)
+		if err == nil || !strings.Contains(err.Error(), "lease") {
+			t.Errorf("%s lease: error %v, want one naming the lease", name, err)
+		}
+	}
+	for _, key := range []string{protocol.EnvLeaseFD, "SHOCKWAVE_ATTEMPT"} {
+		if err := protocol.ValidateEnv("submit", "env[0]", key+"=3"); err == nil {
+			t.Errorf("a submission may set %s", key)
 		}
 	}
 }
