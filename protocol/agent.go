@@ -54,8 +54,12 @@ type AgentHello struct {
 	Relay bool `json:"relay,omitempty"`
 }
 
-// EnvLeaseFD names the file descriptor on which a relaying agent writes
-// a process's leases: one Lease as JSON per line, the latest last.
+// EnvLeaseFD names the pipe on which a relaying agent writes a process's
+// leases, one Lease as JSON per line, the latest last. Its value is
+// "FD:INODE": the descriptor number in the process and the pipe's inode,
+// so that a process that inherited the variable but not the descriptor (a
+// launcher in between closed it, and the number now names another file)
+// does not read from the wrong file.
 const EnvLeaseFD = "SHOCKWAVE_LEASE_FD"
 
 // AgentReply answers an agent's join, heartbeat or report. Desired is the

@@ -37,6 +37,11 @@ type Register struct {
 	// Visible lists the local device indices the resident process can use
 	// on Node (empty: every device of the node).
 	Visible []int `json:"visible,omitempty"`
+	// Relayed says the registering process reads its leases from its node
+	// agent's pipe (EnvLeaseFD, checked open in the process): the
+	// coordinator need not publish the job's RUN and SUSPEND leases while
+	// the agent of the node it runs on relays (AgentHello.Relay).
+	Relayed bool `json:"relayed,omitempty"`
 }
 
 // Schedule is a job's planned batch-size regime per epoch.
