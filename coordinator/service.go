@@ -616,8 +616,7 @@ func (s *Service) after(r record, o *outcome, held bool) {
 	case kindTick:
 		s.openRound(o)
 		if o.round != nil { // a whole round from an older log (fold.go)
-			s.startRound(r, o)
-			s.publishDesired()
+			s.startRound(r, o) // its desired states go with its leases
 			s.checkpoint(false)
 		}
 	case kindPlan:
@@ -626,7 +625,9 @@ func (s *Service) after(r record, o *outcome, held bool) {
 			break
 		}
 		s.startRound(r, o)
-		s.publishDesired()
+		if o.round == nil {
+			s.publishDesired()
+		}
 		if o.round != nil || s.snapDue {
 			s.checkpoint(s.snapDue)
 		}
