@@ -221,6 +221,7 @@ func relay(box chan protocol.Lease, l protocol.Lease) {
 func loadRelayedJob(url string, subj protocol.Subjects, id string, workers int, leases <-chan protocol.Lease) {
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "job %s: %v\n", id, err)
 		return
 	}
 	defer nc.Close()
@@ -244,6 +245,7 @@ func loadRelayedJob(url string, subj protocol.Subjects, id string, workers int, 
 			continue
 		}
 		if rep, err = protocol.DecodeRegisterReply(m.Data, 1<<20); err != nil || rep.Error != nil {
+			fmt.Fprintf(os.Stderr, "job %s: registration: %v %+v\n", id, err, rep)
 			return
 		}
 	}

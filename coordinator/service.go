@@ -328,6 +328,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.seq.Store(s.fold.seq)
+	s.learnKnown()
 	if err := s.checkConfig(ctx, st); err != nil {
 		return err
 	}
