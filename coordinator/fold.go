@@ -162,8 +162,12 @@ func (f *fold) apply(r record) outcome {
 		return o
 	}
 	if job, ok := f.subj.EventsJob(r.Subject); ok {
-		f.run.afterEvents(job) // runner.go
-		return f.events(job, r)
+		before, managed := f.core.Managed(job)
+		o := f.events(job, r)
+		if after, _ := f.core.Managed(job); managed && after != before {
+			f.run.dirty = true // it ended: the nodes' assignments change (runner.go)
+		}
+		return o
 	}
 	o := outcome{kind: kindUnknown}
 	o.reject("unknown_subject", fmt.Errorf("coordinator: log record on unexpected subject %q", r.Subject))

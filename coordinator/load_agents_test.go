@@ -141,9 +141,23 @@ func (a *loadAgent) run() {
 	ask := func(subject string) {
 		m, err := a.nc.Request(subject, hello, 10*time.Second)
 		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %s: %v\n", a.node, subject, err)
 			return
 		}
-		if rep, err := protocol.DecodeAgentReply(m.Data, 64<<20); err == nil && rep.Desired != nil {
+		rep, err := protocol.DecodeAgentReply(m.Data, 64<<20)
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "%s: %s: %v\n", a.node, subject, err)
+		case rep.Error != nil && rep.Error.Code == protocol.CodeUnknownNode: // timed out: join again, as the agent does
+			fmt.Fprintf(os.Stderr, "%s: %v; joining again\n", a.node, rep.Error)
+			if m, err := a.nc.Request(a.subj.AgentJoin(a.node), hello, 10*time.Second); err == nil {
+				if rep, err := protocol.DecodeAgentReply(m.Data, 64<<20); err == nil && rep.Desired != nil {
+					desired <- rep.Desired
+				}
+			}
+		case rep.Error != nil:
+			fmt.Fprintf(os.Stderr, "%s: %s: %v\n", a.node, subject, rep.Error)
+		case rep.Desired != nil:
 			desired <- rep.Desired
 		}
 	}

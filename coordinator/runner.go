@@ -487,10 +487,3 @@ func (rn *runner) unmarshal(data []byte) error {
 	}
 	return nil
 }
-
-// afterEvents notes that events of a submitted job may have ended it.
-func (rn *runner) afterEvents(job string) {
-	if _, ok := rn.subs[job]; ok {
-		rn.dirty = true
-	}
-}
