@@ -95,6 +95,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		mu.Unlock()
 	}
 	var phases []roundTimes
+	granted := map[string]bool{} // jobs granted GPUs in some round
 	steps := map[string][]time.Duration{}
 	registering := true
 	cfg.onStep = func(kind string, d time.Duration) {
@@ -122,6 +123,11 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 			ticks, phase = append(ticks, d), "measured"
 		}
 		mu.Unlock()
+		for _, l := range r.Leases {
+			if l.Action == protocol.Run {
+				granted[l.Job] = true
+			}
+		}
 		kept, started, suspended := leaseKinds(r.Leases)
 		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d relayed, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), %d desired states, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
 			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), times.Leases, times.Relayed, len(r.Covered), kept, started, suspended, times.Desired, r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
@@ -212,6 +218,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
 	t.Logf("round tick to last lease (every round with active jobs, the first included): p50 %v, p99 %v, max %v over %d rounds", pct(al, 50), pct(al, 99), al[len(al)-1], len(al))
 	mu.Lock()
+	t.Logf("jobs granted GPUs in at least one round: %d of %d", len(granted), jobs)
 	logRoundPhases(t, slices.Clone(phases))
 	logLoopSteps(t, maps.Clone(steps))
 	mu.Unlock()
