@@ -141,14 +141,28 @@ func (s *Shockwave) solve(v *swView) error {
 	share := math.Min(1, float64(snap.GPUs)/float64(max(n, 1)))
 	sel := make([]int, 0, n)     // the market's jobs: their snapshot indices
 	est := make([]swEstimate, n) // by snapshot index; a job's is est[m.at]
+	unknown := false
 	for k, j := range snap.Jobs {
 		if m := v.metas[k]; m != nil {
 			if s.online == nil || !s.terse { // online, the profile is a shadow kept to explain
 				m.calibrate(j.Measurements, snap.RoundSeconds)
 			}
 			sel = append(sel, k)
+			if j.LengthUnknown() {
+				unknown = true // estimated below, from the others (typical)
+				continue
+			}
 			est[k] = s.estimate(j, m)
 		}
+	}
+	if unknown {
+		t := s.typical(v, func(k int) swEstimate { return est[k] })
+		for _, k := range sel {
+			if snap.Jobs[k].LengthUnknown() {
+				est[k] = t
+			}
+		}
+		s.typ, s.typStamp = t, s.stamp
 	}
 	for _, k := range sel {
 		m := v.metas[k]
@@ -278,7 +292,14 @@ func (s *Shockwave) explain(v *swView, run []string) []Explanation {
 			e.Run = running[j.ID]
 		}
 		target := 0.0 // relative to t0
-		if m != nil {
+		if m != nil && j.LengthUnknown() {
+			e.ForecastRemaining = s.typicalNow(v).remaining
+			if target = m.target(s.round); target > 0 {
+				e.FairShareFinish = s.t0 + target
+			}
+			e.ForecastPrior, e.Regime = swUnknownPrior, j.BatchSize
+			e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
+		} else if m != nil {
 			e.ForecastRemaining = s.estimate(j, m).remaining
 			if target = m.target(s.round); target > 0 {
 				e.FairShareFinish = s.t0 + target // on the caller's clock
