@@ -292,38 +292,8 @@ func (s *Shockwave) explain(v *swView, run []string) []Explanation {
 			e.Run = running[j.ID]
 		}
 		target := 0.0 // relative to t0
-		if m != nil && j.LengthUnknown() {
-			e.ForecastRemaining = s.typicalNow(v).remaining
-			if target = m.target(s.round); target > 0 {
-				e.FairShareFinish = s.t0 + target
-			}
-			e.ForecastPrior, e.Regime = swUnknownPrior, j.BatchSize
-			e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
-		} else if m != nil {
-			e.ForecastRemaining = s.estimate(j, m).remaining
-			if target = m.target(s.round); target > 0 {
-				e.FairShareFinish = s.t0 + target // on the caller's clock
-			}
-			if s.online != nil {
-				if len(j.PlannedBatchSizes) > 0 {
-					m.calibrate(j.Measurements, snap.RoundSeconds)
-					e.ProfileRemaining = m.remaining(m.epoch)
-				}
-				if f, ok := s.onlineForecast(j, m); ok {
-					// the used forecast is floored at 1 s (estimate); keep it inside its band
-					e.ForecastP10 = math.Min(f.Remaining.P10, e.ForecastRemaining)
-					e.ForecastP90 = math.Max(f.Remaining.P90, e.ForecastRemaining)
-					e.Regime, e.ChangeProb, e.ForecastPrior = f.BatchSize, f.ChangeProb, f.Family
-					if f.Uninformed {
-						e.ForecastPrior = "uninformed"
-					}
-				} else {
-					e.ForecastPrior, e.Regime = "default", j.BatchSize
-					e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
-				}
-			} else {
-				e.Regime = j.BatchSize
-			}
+		if m != nil {
+			target = s.explainForecast(&e, v, j, m)
 		}
 		i, ok := 0, false
 		if next < len(s.lastIDs) && s.lastIDs[next] == j.ID { // lastIDs holds each id once
@@ -357,6 +327,45 @@ func (s *Shockwave) explain(v *swView, run []string) []Explanation {
 		out[k] = e
 	}
 	return out
+}
+
+// explainForecast fills e's forecast of j (tracked, with metadata m) and
+// returns j's fair-share target relative to t0 (0 when none).
+func (s *Shockwave) explainForecast(e *Explanation, v *swView, j *Job, m *swMeta) (target float64) {
+	if j.LengthUnknown() {
+		e.ForecastRemaining = s.typicalNow(v).remaining
+		if target = m.target(s.round); target > 0 {
+			e.FairShareFinish = s.t0 + target
+		}
+		e.ForecastPrior, e.Regime = swUnknownPrior, j.BatchSize
+		e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
+		return target
+	}
+	e.ForecastRemaining = s.estimate(j, m).remaining
+	if target = m.target(s.round); target > 0 {
+		e.FairShareFinish = s.t0 + target // on the caller's clock
+	}
+	if s.online == nil {
+		e.Regime = j.BatchSize
+		return target
+	}
+	if len(j.PlannedBatchSizes) > 0 {
+		m.calibrate(j.Measurements, v.snap.RoundSeconds)
+		e.ProfileRemaining = m.remaining(m.epoch)
+	}
+	if f, ok := s.onlineForecast(j, m); ok {
+		// the used forecast is floored at 1 s (estimate); keep it inside its band
+		e.ForecastP10 = math.Min(f.Remaining.P10, e.ForecastRemaining)
+		e.ForecastP90 = math.Max(f.Remaining.P90, e.ForecastRemaining)
+		e.Regime, e.ChangeProb, e.ForecastPrior = f.BatchSize, f.ChangeProb, f.Family
+		if f.Uninformed {
+			e.ForecastPrior = "uninformed"
+		}
+	} else {
+		e.ForecastPrior, e.Regime = "default", j.BatchSize
+		e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
+	}
+	return target
 }
 
 // The reasons explain gives a job it does not run, for windows and planned
