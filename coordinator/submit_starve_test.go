@@ -18,8 +18,14 @@ import (
 // they wait. It returns the round in which each job was first granted GPUs
 // (-1: never).
 func starveRun(t *testing.T, submitted, mixed bool, jobs, gpus, rounds int) []int {
+	return starveRunWith(t, "shockwave", submitted, mixed, jobs, gpus, rounds)
+}
+
+// starveRunWith is starveRun under the named policy, which re-allocates
+// on change as on a live coordinator.
+func starveRunWith(t *testing.T, name string, submitted, mixed bool, jobs, gpus, rounds int) []int {
 	t.Helper()
-	pol, err := policy.New("shockwave", policy.Options{})
+	pol, err := policy.New(name, policy.Options{ReallocateOnChange: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,4 +140,40 @@ func TestSubmit_ShockwaveGrantsEverySubmittedJobWithinTwoPlanningWindows(t *test
 			t.Logf("first grants by job: %v", first)
 		})
 	}
+}
+
+// TestSubmit_EveryPolicyGrantsSubmittedJobsAsItGrantsRegisteredOnes: for
+// every policy that grants each of 64 registered jobs of widths 1 and 2
+// on 16 GPUs within the bound above, the same jobs submitted are granted
+// within it too (their placeholders are not read as one-step jobs, nor as
+// jobs that cannot run for want of a throughput). Policies that by design
+// leave some registered jobs waiting that long (throughput- or
+// shortest-first ones) are compared no further.
+func TestSubmit_EveryPolicyGrantsSubmittedJobsAsItGrantsRegisteredOnes(t *testing.T) {
+	bound := 2 * policy.DefaultShockwaveConfig().FutureRounds
+	compared := 0
+	for _, name := range policy.Names() {
+		t.Run(name, func(t *testing.T) {
+			if n := neverGranted(starveRunWith(t, name, false, true, 64, 16, bound)); n > 0 {
+				t.Skipf("%s leaves %d registered jobs waiting %d rounds", name, n, bound)
+			}
+			compared++
+			if first := starveRunWith(t, name, true, true, 64, 16, bound); neverGranted(first) > 0 {
+				t.Fatalf("%d of 64 submitted jobs never granted in %d rounds, all registered ones were; first grants: %v", neverGranted(first), bound, first)
+			}
+		})
+	}
+	if compared < 2 {
+		t.Fatalf("only %d policies grant every registered job: the comparison checks nothing", compared)
+	}
+}
+
+func neverGranted(first []int) int {
+	n := 0
+	for _, k := range first {
+		if k < 0 {
+			n++
+		}
+	}
+	return n
 }

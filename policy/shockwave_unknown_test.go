@@ -233,3 +233,26 @@ func TestShockwaveState_JobsOfUnknownLengthRestoreAndContinueBitForBit(t *testin
 		})
 	}
 }
+
+// TestBaselines_AJobOfUnknownLengthHasTheMedianTimeLeftAtTheAssumedRate:
+// the Gavel-round baselines see a placeholder as a job with the median
+// time left of the known jobs (in steps at unmeasuredThroughput), not one
+// step, and one round's worth when no job's length is known; the
+// snapshot they were given is not modified.
+func TestBaselines_AJobOfUnknownLengthHasTheMedianTimeLeftAtTheAssumedRate(t *testing.T) {
+	s := &Snapshot{GPUs: 2, RoundSeconds: 60, Jobs: []*Job{
+		knownJob("a", 0, 1000, 10), knownJob("b", 1, 9000, 10), knownJob("c", 2, 4000, 20), placeholderJob("p", 3, 1),
+	}}
+	s.Jobs[0].StepsDone = 500 // a: 50 s left, b: 900 s, c: 200 s
+	got := assumeUnmeasured(s).Jobs[3]
+	if want := int64(200 * unmeasuredThroughput); got.TotalSteps != want || got.Throughput != unmeasuredThroughput {
+		t.Errorf("placeholder seen with %d steps at %g/s, want %d at %d/s", got.TotalSteps, got.Throughput, want, unmeasuredThroughput)
+	}
+	if p := s.Jobs[3]; p.TotalSteps != 1 || p.Throughput != 0 {
+		t.Errorf("the snapshot's placeholder was modified: %+v", p)
+	}
+	only := &Snapshot{GPUs: 2, RoundSeconds: 60, Jobs: []*Job{placeholderJob("p", 0, 1)}}
+	if got := assumeUnmeasured(only).Jobs[0]; got.TotalSteps != 60*unmeasuredThroughput {
+		t.Errorf("with no known job a placeholder is seen with %d steps, want one round's, %d", got.TotalSteps, 60*unmeasuredThroughput)
+	}
+}
