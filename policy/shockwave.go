@@ -123,11 +123,7 @@ type Shockwave struct {
 	t0        float64
 	started   bool
 	admitErrs []string // online admissions refused (the job is planned from swDefault)
-	// typ is the estimate of the jobs of unknown length (typical) made in
-	// the Allocate call of stamp typStamp; explain reuses it.
-	typ      swEstimate
-	typStamp uint64
-	terse    bool // Plan.Explain left empty (SetExplain)
+	terse     bool     // Plan.Explain left empty (SetExplain)
 }
 
 // NewShockwave returns the policy with cfg (validated).

@@ -85,6 +85,7 @@ type swView struct {
 	snap  *Snapshot
 	metas []*swMeta       // by snapshot index; nil where the policy has none
 	rest  map[string]*Job // the listed jobs without metadata (made when asked)
+	typ   *swEstimate     // the jobs of unknown length's (typicalNow), once made
 }
 
 func (s *Shockwave) lookup(snap *Snapshot) *swView {
@@ -162,7 +163,7 @@ func (s *Shockwave) solve(v *swView) error {
 				est[k] = t
 			}
 		}
-		s.typ, s.typStamp = t, s.stamp
+		v.typ = &t
 	}
 	for _, k := range sel {
 		m := v.metas[k]

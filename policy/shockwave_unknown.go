@@ -79,10 +79,12 @@ func (v *swView) hasUnknown() bool {
 // job of unknown length.
 const swUnknownPrior = "unknown length: typical"
 
-// typicalNow is typical for the current Allocate call, made once.
+// typicalNow is typical for v's Allocate call, made once (by the solve,
+// when it ran).
 func (s *Shockwave) typicalNow(v *swView) swEstimate {
-	if s.typStamp != s.stamp {
-		s.typ, s.typStamp = s.typical(v, nil), s.stamp
+	if v.typ == nil {
+		t := s.typical(v, nil)
+		v.typ = &t
 	}
-	return s.typ
+	return *v.typ
 }
