@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -20,8 +21,10 @@ import (
 const Cancelled JobState = "cancelled"
 
 // placeholderModel is the model family of a submitted job until its
-// process registers.
-const placeholderModel = "submitted"
+// process registers: policies read such a job, until it runs, as one of
+// unknown length (policy.Job.LengthUnknown), not as the one step the
+// placeholder declares.
+const placeholderModel = policy.PlaceholderModel
 
 // Submit registers a submitted job (s.Job must be set). The placeholder
 // registration declares the gang width and nothing else; policies treat

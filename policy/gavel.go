@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 )
@@ -243,11 +244,16 @@ func (g *GavelRound) priority(j *Job, x float64, hasAlloc bool) float64 {
 const unmeasuredThroughput = 1
 
 // assumeUnmeasured returns s, or a copy in which every job with no
-// declared or measured throughput runs at unmeasuredThroughput.
+// declared or measured throughput runs at unmeasuredThroughput, and every
+// job of unknown length (Job.LengthUnknown) has as many steps left as a
+// typical job has seconds left (unknownSeconds) at that rate, not the one
+// step its placeholder declares.
 func assumeUnmeasured(s *Snapshot) *Snapshot {
 	var out *Snapshot
+	typical := -1.0 // unknownSeconds, once needed
 	for i, j := range s.Jobs {
-		if j.Throughput > 0 || len(j.Measurements) > 0 {
+		unknown := j.LengthUnknown()
+		if (j.Throughput > 0 || len(j.Measurements) > 0) && !unknown {
 			continue
 		}
 		if out == nil {
@@ -256,11 +262,36 @@ func assumeUnmeasured(s *Snapshot) *Snapshot {
 			out = &c
 		}
 		cj := *j
-		cj.Throughput = unmeasuredThroughput
+		if cj.Throughput <= 0 {
+			cj.Throughput = unmeasuredThroughput
+		}
+		if unknown {
+			if typical < 0 {
+				typical = unknownSeconds(s)
+			}
+			cj.TotalSteps = max(cj.StepsDone, 0) + int64(math.Ceil(typical*cj.Throughput))
+		}
 		out.Jobs[i] = &cj
 	}
 	if out == nil {
 		return s
 	}
 	return out
+}
+
+// unknownSeconds is the time a baseline assumes a job of unknown length
+// has left: the median of the jobs of known length and rate (remaining
+// steps over throughput), or one round when there is none.
+func unknownSeconds(s *Snapshot) float64 {
+	var left []float64
+	for _, j := range s.Jobs {
+		if !j.LengthUnknown() && j.Throughput > 0 {
+			left = append(left, float64(max(j.RemainingSteps(), 0))/j.Throughput)
+		}
+	}
+	if len(left) == 0 {
+		return max(s.RoundSeconds, 1)
+	}
+	slices.Sort(left)
+	return max(left[(len(left)-1)/2], 1)
 }

@@ -85,6 +85,7 @@ type swView struct {
 	snap  *Snapshot
 	metas []*swMeta       // by snapshot index; nil where the policy has none
 	rest  map[string]*Job // the listed jobs without metadata (made when asked)
+	typ   *swEstimate     // the jobs of unknown length's (typicalNow), once made
 }
 
 func (s *Shockwave) lookup(snap *Snapshot) *swView {
@@ -141,14 +142,28 @@ func (s *Shockwave) solve(v *swView) error {
 	share := math.Min(1, float64(snap.GPUs)/float64(max(n, 1)))
 	sel := make([]int, 0, n)     // the market's jobs: their snapshot indices
 	est := make([]swEstimate, n) // by snapshot index; a job's is est[m.at]
+	unknown := false
 	for k, j := range snap.Jobs {
 		if m := v.metas[k]; m != nil {
 			if s.online == nil || !s.terse { // online, the profile is a shadow kept to explain
 				m.calibrate(j.Measurements, snap.RoundSeconds)
 			}
 			sel = append(sel, k)
+			if j.LengthUnknown() {
+				unknown = true // estimated below, from the others (typical)
+				continue
+			}
 			est[k] = s.estimate(j, m)
 		}
+	}
+	if unknown {
+		t := s.typical(v, func(k int) swEstimate { return est[k] })
+		for _, k := range sel {
+			if snap.Jobs[k].LengthUnknown() {
+				est[k] = t
+			}
+		}
+		v.typ = &t
 	}
 	for _, k := range sel {
 		m := v.metas[k]
@@ -279,30 +294,7 @@ func (s *Shockwave) explain(v *swView, run []string) []Explanation {
 		}
 		target := 0.0 // relative to t0
 		if m != nil {
-			e.ForecastRemaining = s.estimate(j, m).remaining
-			if target = m.target(s.round); target > 0 {
-				e.FairShareFinish = s.t0 + target // on the caller's clock
-			}
-			if s.online != nil {
-				if len(j.PlannedBatchSizes) > 0 {
-					m.calibrate(j.Measurements, snap.RoundSeconds)
-					e.ProfileRemaining = m.remaining(m.epoch)
-				}
-				if f, ok := s.onlineForecast(j, m); ok {
-					// the used forecast is floored at 1 s (estimate); keep it inside its band
-					e.ForecastP10 = math.Min(f.Remaining.P10, e.ForecastRemaining)
-					e.ForecastP90 = math.Max(f.Remaining.P90, e.ForecastRemaining)
-					e.Regime, e.ChangeProb, e.ForecastPrior = f.BatchSize, f.ChangeProb, f.Family
-					if f.Uninformed {
-						e.ForecastPrior = "uninformed"
-					}
-				} else {
-					e.ForecastPrior, e.Regime = "default", j.BatchSize
-					e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
-				}
-			} else {
-				e.Regime = j.BatchSize
-			}
+			target = s.explainForecast(&e, v, j, m)
 		}
 		i, ok := 0, false
 		if next < len(s.lastIDs) && s.lastIDs[next] == j.ID { // lastIDs holds each id once
@@ -336,6 +328,45 @@ func (s *Shockwave) explain(v *swView, run []string) []Explanation {
 		out[k] = e
 	}
 	return out
+}
+
+// explainForecast fills e's forecast of j (tracked, with metadata m) and
+// returns j's fair-share target relative to t0 (0 when none).
+func (s *Shockwave) explainForecast(e *Explanation, v *swView, j *Job, m *swMeta) (target float64) {
+	if j.LengthUnknown() {
+		e.ForecastRemaining = s.typicalNow(v).remaining
+		if target = m.target(s.round); target > 0 {
+			e.FairShareFinish = s.t0 + target
+		}
+		e.ForecastPrior, e.Regime = swUnknownPrior, j.BatchSize
+		e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
+		return target
+	}
+	e.ForecastRemaining = s.estimate(j, m).remaining
+	if target = m.target(s.round); target > 0 {
+		e.FairShareFinish = s.t0 + target // on the caller's clock
+	}
+	if s.online == nil {
+		e.Regime = j.BatchSize
+		return target
+	}
+	if len(j.PlannedBatchSizes) > 0 {
+		m.calibrate(j.Measurements, v.snap.RoundSeconds)
+		e.ProfileRemaining = m.remaining(m.epoch)
+	}
+	if f, ok := s.onlineForecast(j, m); ok {
+		// the used forecast is floored at 1 s (estimate); keep it inside its band
+		e.ForecastP10 = math.Min(f.Remaining.P10, e.ForecastRemaining)
+		e.ForecastP90 = math.Max(f.Remaining.P90, e.ForecastRemaining)
+		e.Regime, e.ChangeProb, e.ForecastPrior = f.BatchSize, f.ChangeProb, f.Family
+		if f.Uninformed {
+			e.ForecastPrior = "uninformed"
+		}
+	} else {
+		e.ForecastPrior, e.Regime = "default", j.BatchSize
+		e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining
+	}
+	return target
 }
 
 // The reasons explain gives a job it does not run, for windows and planned
