@@ -484,7 +484,7 @@ func (o *options) validate() error {
 	if err := o.rankDefaults(); err != nil {
 		return err
 	}
-	if v, ok := os.LookupEnv(EnvLeaseFD); ok {
+	if v := os.Getenv(EnvLeaseFD); v != "" {
 		fd, ino, err := parseLeaseFD(v)
 		if err != nil {
 			return err
