@@ -173,43 +173,49 @@ func relayAssignment(lease *protocol.Lease) protocol.Assignment {
 
 func TestRelay_AStartedProcessReadsItsLeasesOnFD3NamedByInode(t *testing.T) {
 	a := relayAgent(t, false)
-	run1 := testLease(7, 0)
-	r, err := a.start(relayAssignment(run1), time.Now().Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
+	desired := func(round int, lease *protocol.Lease) *desiredAt {
+		d := &protocol.NodeDesired{V: protocol.Version, Node: "n0", Round: round, Now: 10, Epoch: 3}
+		if lease != nil {
+			d.Jobs = []protocol.Assignment{relayAssignment(lease)}
+		}
+		return &desiredAt{d: d, at: time.Now()}
 	}
-	a.runs[r.key] = r
+	run1 := testLease(7, 0)
+	a.apply(desired(7, run1)) // starts the run
 	out := waitOutput(t, a, "j", 2)
 	if out[0] != "fd3=pipe env=inode" {
 		t.Fatalf("the process saw %q, want its pipe on fd 3 named by inode", out[0])
 	}
-	want1, _ := protocol.MarshalLease(run1)
-	if out[1] != string(want1) {
-		t.Fatalf("first lease line %q, want %q", out[1], want1)
+	if want, _ := protocol.MarshalLease(run1); out[1] != string(want) {
+		t.Fatalf("first lease line %q, want %q", out[1], want)
 	}
-	// The same lease again writes nothing; a renewal does.
-	a.relayRun(r, testLease(7, 0))
+	// The same lease again (a heartbeat's answer) writes nothing; a renewal does.
+	a.apply(desired(7, testLease(7, 0)))
 	run2 := testLease(8, 0)
-	a.relayRun(r, run2)
+	a.apply(desired(8, run2))
 	out = waitOutput(t, a, "j", 3)
 	if want, _ := protocol.MarshalLease(run2); out[2] != string(want) {
 		t.Fatalf("second lease line %q, want %q (%q)", out[2], want, out)
 	}
 	// The run leaves the desired state: one SUSPEND, however often.
-	d := &protocol.NodeDesired{V: protocol.Version, Node: "n0", Round: 9, Now: 50, Epoch: 3}
-	a.relaySuspend(r, d)
-	a.relaySuspend(r, d)
+	a.apply(desired(9, nil))
+	a.apply(desired(10, nil))
 	out = waitOutput(t, a, "j", 4)
 	l, err := protocol.DecodeLease([]byte(out[3]), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := protocol.Lease{V: protocol.Version, Job: "j", Round: 9, Action: protocol.Suspend, Epoch: 3, Start: 50, Expiry: 50,
+	want := protocol.Lease{V: protocol.Version, Job: "j", Round: 9, Action: protocol.Suspend, Epoch: 3, Start: 10, Expiry: 10,
 		Reason: "not granted on node n0 in round 9"}
 	if fmt.Sprint(*l) != fmt.Sprint(want) {
 		t.Fatalf("suspend line %+v, want %+v", *l, want)
 	}
-	r.closeRelays() // the run ends: the process reads end of file
+	if len(a.runs) != 1 {
+		t.Fatalf("%d runs", len(a.runs))
+	}
+	for _, r := range a.runs {
+		r.closeRelays() // the run ends: the process reads end of file
+	}
 	out = waitOutput(t, a, "j", 5)
 	if len(out) != 5 || out[4] != "eof" {
 		t.Fatalf("output %q: want exactly the two RUN leases, one SUSPEND, then eof", out)
