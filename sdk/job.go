@@ -179,10 +179,10 @@ func (j *Job) registration() protocol.Register {
 	return r
 }
 
-// dropPipe closes the lease pipe of a Register that failed.
+// dropPipe leaves the lease pipe of a Register that failed to the next.
 func (j *Job) dropPipe(f *os.File) {
 	if f != nil {
-		closeLeasePipe(f, j.o.leaseFD)
+		releaseLeasePipe(j.o.leaseFD, false)
 	}
 }
 
@@ -491,7 +491,7 @@ func (j *Job) Close() error {
 			_ = j.sub.Unsubscribe()
 		}
 		if j.pipe != nil {
-			closeLeasePipe(j.pipe, j.o.leaseFD)
+			releaseLeasePipe(j.o.leaseFD, true)
 			<-j.pipeDone
 		}
 		j.nc.Close()

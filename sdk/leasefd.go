@@ -32,12 +32,18 @@ func parseLeaseFD(v string) (fd int, ino uint64, err error) {
 	return fd, ino, nil
 }
 
-// pipesInUse are the descriptors a Job of this process reads; a second
-// Register in the same process leaves them alone.
-var pipesInUse = struct {
+// pipes are the lease pipes this process opened, by descriptor: the job
+// reading each ("" while none does: a Register that failed leaves it open
+// for the next one, since the agent wrote into this pipe only).
+var pipes = struct {
 	sync.Mutex
-	by map[int]string
-}{by: map[int]string{}}
+	by map[int]*pipeEntry
+}{by: map[int]*pipeEntry{}}
+
+type pipeEntry struct {
+	f   *os.File
+	job string
+}
 
 // openLeasePipe returns descriptor fd as a file when it is a pipe whose
 // inode is ino: the one the agent made, inherited. Anything else (a
@@ -46,6 +52,12 @@ var pipesInUse = struct {
 // close-on-exec, so that the job's own children do not inherit it, and
 // non-blocking, so that Close ends a read in progress.
 func openLeasePipe(fd int, ino uint64, job string) (*os.File, error) {
+	pipes.Lock()
+	defer pipes.Unlock()
+	e := pipes.by[fd]
+	if e != nil && e.job != "" {
+		return nil, fmt.Errorf("descriptor %d is read by job %s of this process already", fd, e.job)
+	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("descriptor %d: %w", fd, err)
@@ -56,25 +68,32 @@ func openLeasePipe(fd int, ino uint64, job string) (*os.File, error) {
 	if st.Ino != ino {
 		return nil, fmt.Errorf("descriptor %d is a pipe with inode %d, not %d", fd, st.Ino, ino)
 	}
-	pipesInUse.Lock()
-	defer pipesInUse.Unlock()
-	if other, ok := pipesInUse.by[fd]; ok {
-		return nil, fmt.Errorf("descriptor %d is read by job %s of this process already", fd, other)
+	if e == nil {
+		syscall.CloseOnExec(fd)
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			return nil, fmt.Errorf("descriptor %d: %w", fd, err)
+		}
+		e = &pipeEntry{f: os.NewFile(uintptr(fd), "lease pipe")}
+		pipes.by[fd] = e
 	}
-	syscall.CloseOnExec(fd)
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		return nil, fmt.Errorf("descriptor %d: %w", fd, err)
-	}
-	pipesInUse.by[fd] = job
-	return os.NewFile(uintptr(fd), "lease pipe"), nil
+	e.job = job
+	return e.f, nil
 }
 
-// closeLeasePipe closes the pipe and releases its descriptor number.
-func closeLeasePipe(f *os.File, fd int) {
-	pipesInUse.Lock()
-	defer pipesInUse.Unlock()
-	_ = f.Close()
-	delete(pipesInUse.by, fd)
+// releaseLeasePipe leaves the pipe open for a later Register (after a
+// failed one), or closes it for good.
+func releaseLeasePipe(fd int, close bool) {
+	pipes.Lock()
+	defer pipes.Unlock()
+	e := pipes.by[fd]
+	if e == nil {
+		return
+	}
+	e.job = ""
+	if close {
+		_ = e.f.Close()
+		delete(pipes.by, fd)
+	}
 }
 
 // leasePipe opens the pipe of $SHOCKWAVE_LEASE_FD for the process that
@@ -94,7 +113,7 @@ func (j *Job) leasePipe() *os.File {
 		return nil
 	}
 	if j.rk != nil && j.rk.rank > 0 {
-		closeLeasePipe(f, o.leaseFD)
+		releaseLeasePipe(o.leaseFD, true)
 		return nil
 	}
 	return f

@@ -424,3 +424,37 @@ func TestLeaseFD_ARankAbove0DoesNotReadThePipeAndClosesIt(t *testing.T) {
 		t.Errorf("writing to rank 1's pipe: %v, want EPIPE (rank 1 closes it, so the agent stops writing)", err)
 	}
 }
+
+func TestLeaseFD_AFailedRegisterLeavesThePipeToTheNext(t *testing.T) {
+	c := sdktest.Start(t, sdktest.Config{Round: time.Hour})
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	w := os.NewFile(uintptr(fds[1]), "write end")
+	defer w.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fds[0], &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(sdk.EnvLeaseFD, fmt.Sprintf("%d:%d", fds[0], st.Ino))
+	opts := append(baseOptions(c, "retried"), sdk.WithEpochs(10))
+	if _, err := sdk.Register(context.Background(), append(opts, sdk.WithURL("nats://127.0.0.1:1"))...); err == nil {
+		t.Fatal("registered with no server")
+	}
+	j, err := sdk.Register(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if !j.Relayed() {
+		t.Fatal("the second Register did not take the pipe")
+	}
+	now := nowSeconds()
+	l := protocol.Lease{V: protocol.Version, Job: "retried", Round: 1, Action: protocol.Run, Workers: []int{0}, Start: now, Expiry: now + 60}
+	data, _ := protocol.MarshalLease(&l)
+	if _, err := w.Write(append(data, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	sdktest.Eventually(t, 10*time.Second, "running on the piped lease", func() bool { return j.LeaseState() == sdk.Running })
+}
