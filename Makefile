@@ -58,12 +58,7 @@ bench:
 FUZZTIME ?= 10s
 FUZZ_PKGS ?= ./protocol ./coordinator
 fuzz-short:
-	@for pkg in $(FUZZ_PKGS); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$f"; \
-	    $(GO) test $$pkg -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
-	  done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./.ci/fuzz-short $(FUZZ_PKGS)
 
 clean:
 	rm -rf bin dist bindings/libshockwave.so bindings/libshockwave.h

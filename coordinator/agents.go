@@ -315,15 +315,25 @@ func (s *Service) desired(node string) *protocol.NodeDesired {
 
 // publishDesired sends every joined node its desired state.
 func (s *Service) publishDesired() {
-	if s.fold.core == nil {
-		return
-	}
-	for _, node := range s.fold.run.joined() {
-		data, _ := json.Marshal(s.desired(node))
-		if err := s.nc.Publish(s.subj.Desired(node), data); err != nil {
-			s.log.Warn().Err(err).Str("node", node).Msg("cannot publish the desired state")
+	for _, d := range s.desiredStates() {
+		data, _ := json.Marshal(d)
+		if err := s.nc.Publish(s.subj.Desired(d.Node), data); err != nil {
+			s.log.Warn().Err(err).Str("node", d.Node).Msg("cannot publish the desired state")
 		}
 	}
+}
+
+// desiredStates are the joined nodes' desired states, by node name.
+func (s *Service) desiredStates() []*protocol.NodeDesired {
+	if s.fold.core == nil {
+		return nil
+	}
+	nodes := s.fold.run.joined()
+	out := make([]*protocol.NodeDesired, len(nodes))
+	for i, node := range nodes {
+		out[i] = s.desired(node)
+	}
+	return out
 }
 
 // checkAgents appends a leave record for every node silent too long.

@@ -65,6 +65,23 @@ type admission struct {
 	rate      map[string]*budget // registrations, on the wall clock
 }
 
+// learnKnown counts the pending and active jobs of the fold's state as
+// known, so that their processes may register again while the job cap is
+// reached: after a snapshot is restored (whose registrations are not
+// replayed) and for submitted jobs, which no process registered yet.
+func (s *Service) learnKnown() {
+	c := s.fold.core
+	if c == nil {
+		return
+	}
+	for _, js := range [][]*job{c.active, c.pending} {
+		for _, j := range js {
+			s.admit.known.Store(j.view.ID, true)
+		}
+	}
+	s.admit.live.Store(int64(len(c.active) + len(c.pending)))
+}
+
 // admit decides whether a registration of job from client may go to the
 // log; it returns the refusal reason and error, or "" and nil.
 func (s *Service) admitRegistration(client, job string) (string, error) {

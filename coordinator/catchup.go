@@ -89,9 +89,7 @@ func (s *Service) continueFromSnapshot(r record) error {
 		if f.epoch > s.logEpoch.Load() {
 			s.logEpoch.Store(f.epoch)
 		}
-		if c := f.core; c != nil {
-			s.admit.live.Store(int64(len(c.active) + len(c.pending)))
-		}
+		s.learnKnown()
 		s.m.catchUps.Inc()
 		s.log.Warn().Uint64("folded_to", from).Uint64("snapshot_seq", seq).Uint64("log_first", info.State.FirstSeq).
 			Msg("fell behind the log's compaction; continuing from the newest snapshot")

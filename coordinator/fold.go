@@ -98,7 +98,11 @@ type fold struct {
 	seq    uint64
 	last   *Round                    // the most recent round
 	leases map[string]protocol.Lease // RUN leases of the most recent round
-	run    *runner                   // submitted jobs and node agents (runner.go)
+	// relayedReg: jobs whose registered process reads its leases from its
+	// agent (Register.Relayed); relayed: the jobs whose leases of the most
+	// recent round agents relay (relay.go).
+	relayedReg, relayed map[string]bool
+	run                 *runner // submitted jobs and node agents (runner.go)
 
 	// epoch is the highest leader epoch of the log (leader.go): ticks of
 	// an older epoch are ignored, and leases carry the epoch of the tick
@@ -124,7 +128,8 @@ type heldOutcome struct {
 }
 
 func newFold(subj protocol.Subjects, limit int) *fold {
-	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner(), budgets: map[string]*budget{}}
+	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner(),
+		relayedReg: map[string]bool{}, relayed: map[string]bool{}, budgets: map[string]*budget{}}
 }
 
 // apply folds one record.
@@ -193,6 +198,11 @@ func (f *fold) register(r record) outcome {
 		o.job = reg.Job
 		var resumed bool
 		if resumed, err = f.core.Enroll(f.now, reg); err == nil {
+			if reg.Relayed {
+				f.relayedReg[reg.Job] = true
+			} else {
+				delete(f.relayedReg, reg.Job)
+			}
 			o.answer = f.answer(reg.Job, resumed)
 			return o
 		}
@@ -243,6 +253,7 @@ func (f *fold) events(job string, r record) outcome {
 			l.Epoch = f.epoch
 			o.exits = append(o.exits, *l)
 			delete(f.leases, job)
+			delete(f.relayedReg, job)
 		}
 	}
 	return o
@@ -301,11 +312,19 @@ func (f *fold) closed(round *Round, epoch uint64, o *outcome) {
 		round.Leases[i].Epoch = epoch
 	}
 	o.round, f.last = round, round
-	clear(f.leases)
+	prev := f.leases
+	f.leases = make(map[string]protocol.Lease, len(prev))
 	for _, l := range round.Leases {
 		if l.Action == protocol.Run {
 			f.leases[l.Job] = l
 		}
+	}
+	f.markRelayed(round, prev)
+	for _, e := range round.Ended {
+		delete(f.relayedReg, e.Job)
+	}
+	for _, e := range round.Lost {
+		delete(f.relayedReg, e.Job)
 	}
 	f.run.afterTick(f.leases)
 }

@@ -153,7 +153,15 @@ func (s *Service) startRound(r record, o *outcome) {
 	s.roundOpen, s.planAsked = time.Time{}, time.Time{}
 	times.Closed = time.Now()
 	s.m.leasesCovered.Add(float64(len(rd.Covered)))
-	s.enqueueLeases(leaseBatch{leases: toSend(rd), round: rd, times: times})
+	send := toSend(rd)
+	direct := s.fold.withoutRelayed(send)
+	times.Leases, times.Relayed = len(direct), len(send)-len(direct)
+	s.m.leasesRelayed.Add(float64(times.Relayed))
+	// The nodes' desired states go with the leases: an agent that relays
+	// needs its node's before its jobs' grants begin.
+	desired := s.desiredStates()
+	times.Desired = len(desired)
+	s.enqueueLeases(leaseBatch{leases: direct, desired: desired, round: rd, times: times})
 
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())
 	s.rounds.Add(1)

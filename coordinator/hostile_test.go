@@ -380,3 +380,35 @@ func TestCaps_AClientFloodingRegistrationsIsRateLimited(t *testing.T) {
 		t.Errorf("another client: %v", rep.Error)
 	}
 }
+
+// TestCaps_AtTheJobCapSubmittedAndRestoredJobsStillRegister: with the job
+// cap reached, the process of a submitted job registers (it was refused as
+// a new job, so no submitted job could start in a full cluster), and so do
+// the jobs of a restarted coordinator; a new job is still refused.
+func TestCaps_AtTheJobCapSubmittedAndRestoredJobsStillRegister(t *testing.T) {
+	e := newEnv(t, 1, func(_ *EmbeddedConfig, sc *ServiceConfig) { sc.MaxJobs = 2 })
+	nc := e.client()
+	data, _ := json.Marshal(protocol.Submit{V: protocol.Version, Job: "s1", Command: []string{"train"}, Workers: 1})
+	if m, err := nc.Request(e.subj.Submit(), data, 5*time.Second); err != nil {
+		t.Fatal(err)
+	} else if rep, err := protocol.DecodeSubmitReply(m.Data, 1<<20); err != nil || rep.Error != nil {
+		t.Fatalf("submit: %v %+v", err, rep)
+	}
+	if rep := register(t, nc, e.subj, newJob("r1", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	if rep := register(t, nc, e.subj, newJob("s1", 1)); rep.Error != nil {
+		t.Errorf("the submitted job's process at the cap: %v", rep.Error)
+	}
+	if rep := register(t, nc, e.subj, newJob("x", 1)); rep.Error == nil || !strings.Contains(rep.Error.Message, "max-jobs") {
+		t.Errorf("a third job: %+v", rep.Error)
+	}
+	e.stopService()
+	e.startService()
+	nc = e.client()
+	for _, id := range []string{"r1", "s1"} {
+		if rep := register(t, nc, e.subj, newJob(id, 1)); rep.Error != nil {
+			t.Errorf("%s after a restart at the cap: %v", id, rep.Error)
+		}
+	}
+}

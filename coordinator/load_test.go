@@ -123,8 +123,8 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		}
 		mu.Unlock()
 		kept, started, suspended := leaseKinds(r.Leases)
-		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
-			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), len(r.Leases)-len(r.Covered), len(r.Covered), kept, started, suspended, r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
+		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d relayed, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), %d desired states, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
+			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), times.Leases, times.Relayed, len(r.Covered), kept, started, suspended, times.Desired, r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
 			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed))
 	}
 	svc, err := NewService(nc, cfg)
@@ -137,7 +137,13 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	go func() { stopped <- svc.Run(ctx) }()
 	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
 
-	children, exited := startLoadChildren(t, srv.url, jobs, procs)
+	var children []*exec.Cmd
+	var exited <-chan error
+	if loadAgentsMode() {
+		children, exited = startLoadAgents(t, nc, srv.url, jobs, gpus, procs)
+	} else {
+		children, exited = startLoadChildren(t, srv.url, jobs, procs)
+	}
 	defer func() {
 		for _, c := range children {
 			_ = c.Process.Kill()
@@ -419,6 +425,9 @@ func pct(s []time.Duration, p int) time.Duration { return s[(len(s)*p+99)/100-1]
 // loadCore is the coordinator's configuration: the flat pool up to 1,024
 // GPUs (a node's limit), nodes of 8 GPUs beyond.
 func loadCore(gpus, round int) Config {
+	if loadAgentsMode() { // the nodes are the agents' (load_agents_test.go)
+		return Config{Dynamic: true, RoundSeconds: float64(round)}
+	}
 	c := Config{GPUs: gpus, RoundSeconds: float64(round)}
 	if gpus > 1024 && gpus%8 == 0 {
 		c.Cluster = topology.Uniform(gpus/8, 8)

@@ -23,6 +23,7 @@ type Metrics struct {
 	granted        *prometheus.CounterVec
 	revoked        *prometheus.CounterVec
 	leasesCovered  prometheus.Counter
+	leasesRelayed  prometheus.Counter
 	accepted       prometheus.Counter
 	rejected       *prometheus.CounterVec
 	registrations  *prometheus.CounterVec
@@ -55,6 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		tickToLease:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_tick_to_last_lease_seconds", Help: "From the round timer to the last lease of the round flushed to NATS.", Buckets: lat}),
 		granted:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_granted_total", Help: "RUN leases published, by kind (new or extension)."}, []string{"kind"}),
 		revoked:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_revoked_total", Help: "SUSPEND and EXIT leases published, by reason (preempted, lost, exit, resent: a SUSPEND sent again to a job that reported progress without a grant)."}, []string{"reason"}),
+		leasesRelayed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_relayed_total", Help: "RUN and SUSPEND leases of rounds not published because the agent of the job's node relays them (AgentHello.Relay)."}),
 		leasesCovered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_covered_total", Help: "RUN renewals not sent because the lease the job holds from an earlier round still covers the round (lease rounds above 1)."}),
 		accepted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_events_accepted_total", Help: "Job events folded into the state."}),
 		rejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_events_rejected_total", Help: "Job events and event batches rejected, by reason."}, []string{"reason"}),
@@ -70,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		loopStep:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shockwave_loop_step_seconds", Help: "How long one step held the service loop (a log record folded and what it published, a status reply, a round's tick or close), by kind; events wait meanwhile.", Buckets: lat}, []string{"kind"}),
 		labeled:        map[string]bool{},
 	}
-	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.leasesCovered, m.accepted,
+	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
 		m.logWrites, m.deposed, m.loopStep)
 	m.snapshotMetrics = newSnapshotMetrics(reg)

@@ -39,9 +39,12 @@ func (s *Service) publishLeases(leases []protocol.Lease) {
 // tick to last lease measured) or those an event or a start produced.
 type leaseBatch struct {
 	leases []protocol.Lease
-	round  *Round
-	times  roundTimes
-	gen    uint64 // the leadership term they were made in (Service.gen)
+	// desired are the nodes' desired states of a round, sent with its
+	// leases (the agents that relay carry their jobs' leases).
+	desired []*protocol.NodeDesired
+	round   *Round
+	times   roundTimes
+	gen     uint64 // the leadership term they were made in (Service.gen)
 	// A registration's reply instead of leases: sent whatever the term (the
 	// registration is in the log, the reply says so).
 	reply  string
@@ -67,6 +70,10 @@ type roundTimes struct {
 	Closed    time.Time     // the round was closed and its leases queued
 	Sent      time.Time     // the last shard handed its last lease to its connection (its flush follows)
 	Published time.Time     // the last lease was flushed to the server
+
+	// What the round sent: leases published on the jobs' subjects, leases
+	// left to the agents that relay them, and nodes' desired states.
+	Leases, Relayed, Desired int
 }
 
 // Total is the round's tick → last lease.
@@ -144,13 +151,18 @@ func (s *Service) dispatch(ctx context.Context, b leaseBatch, shards []*shard) {
 		i := shardOf(l.Job, len(shards))
 		parts[i] = append(parts[i], l)
 	}
+	desired := make([][]*protocol.NodeDesired, len(shards))
+	for _, d := range b.desired {
+		i := shardOf(d.Node, len(shards))
+		desired[i] = append(desired[i], d)
+	}
 	var done func(time.Time)
 	if b.round != nil {
 		done = s.roundDone(b, len(shards))
 	}
 	for i, sh := range shards {
-		if len(parts[i]) > 0 || done != nil {
-			s.toShard(ctx, sh, leaseBatch{leases: parts[i], round: b.round, gen: b.gen, done: done})
+		if len(parts[i]) > 0 || len(desired[i]) > 0 || done != nil {
+			s.toShard(ctx, sh, leaseBatch{leases: parts[i], desired: desired[i], round: b.round, gen: b.gen, done: done})
 		}
 	}
 }
@@ -197,6 +209,12 @@ func (s *Service) sendShard(ctx context.Context, sh *shard) {
 						continue
 					}
 					s.m.observeLease(l)
+				}
+				for _, d := range b.desired {
+					data, _ := json.Marshal(d)
+					if err := sh.nc.Publish(s.subj.Desired(d.Node), data); err != nil {
+						s.log.Warn().Err(err).Str("node", d.Node).Msg("cannot publish the desired state")
+					}
 				}
 			}
 			if b.done != nil {

@@ -384,11 +384,20 @@ func (f *fold) layout(sub *submission, l protocol.Lease) map[string]protocol.Ass
 	}
 	job, since := sub.spec.Job, f.run.since[sub.spec.Job]
 	out := make(map[string]protocol.Assignment, len(nodes))
+	var relayed *protocol.Lease // one copy for the job's relaying nodes
 	for i, nd := range nodes {
-		out[nd.Node] = protocol.Assignment{Job: job, Attempt: sub.attempt, Since: since,
+		a := protocol.Assignment{Job: job, Attempt: sub.attempt, Since: since,
 			Command: sub.spec.Command, Env: sub.spec.Env, Devices: nd.Devices, Procs: procs[i],
 			RankOffset: offsets[i], WorldSize: world, MasterAddr: master,
 			MasterPort: masterPort(job, sub.attempt, since), Expiry: f.core.roundExpiry(l)}
+		if f.relaysOn(nd.Node) {
+			if relayed == nil {
+				c := l.Clone()
+				relayed = &c
+			}
+			a.Lease = relayed
+		}
+		out[nd.Node] = a
 	}
 	return out
 }

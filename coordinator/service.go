@@ -328,6 +328,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	s.seq.Store(s.fold.seq)
+	s.learnKnown()
 	if err := s.checkConfig(ctx, st); err != nil {
 		return err
 	}
@@ -616,8 +617,7 @@ func (s *Service) after(r record, o *outcome, held bool) {
 	case kindTick:
 		s.openRound(o)
 		if o.round != nil { // a whole round from an older log (fold.go)
-			s.startRound(r, o)
-			s.publishDesired()
+			s.startRound(r, o) // its desired states go with its leases
 			s.checkpoint(false)
 		}
 	case kindPlan:
@@ -626,7 +626,9 @@ func (s *Service) after(r record, o *outcome, held bool) {
 			break
 		}
 		s.startRound(r, o)
-		s.publishDesired()
+		if o.round == nil {
+			s.publishDesired()
+		}
 		if o.round != nil || s.snapDue {
 			s.checkpoint(s.snapDue)
 		}

@@ -139,6 +139,14 @@ func (s *Service) observeFold(r record, o *outcome) {
 			s.admit.known.Store(o.job, true)
 		}
 	}
+	if c := s.fold.core; c != nil && o.kind == kindSubmit {
+		// A submitted job is known: its processes register it later, and
+		// may do so while the job cap is reached.
+		s.admit.live.Store(int64(len(c.active) + len(c.pending)))
+		if o.err == nil {
+			s.admit.known.Store(o.job, true)
+		}
+	}
 	if c := s.fold.core; c != nil && o.kind == kindPlan && o.round != nil {
 		s.admit.live.Store(int64(len(c.active) + len(c.pending)))
 	}

@@ -125,3 +125,18 @@ type NodeDevices struct {
 	Node    string `json:"node"`
 	Devices []int  `json:"devices"`
 }
+
+// Clone is a deep copy of l.
+func (l Lease) Clone() Lease {
+	if l.Workers != nil {
+		l.Workers = append([]int(nil), l.Workers...)
+	}
+	if l.Devices != nil {
+		d := make([]NodeDevices, len(l.Devices))
+		for i, x := range l.Devices {
+			d[i] = NodeDevices{Node: x.Node, Devices: append([]int(nil), x.Devices...)}
+		}
+		l.Devices = d
+	}
+	return l
+}

@@ -1,0 +1,284 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// The load test with node agents (SHOCKWAVE_LOAD_AGENTS=1): the jobs are
+// submitted, and child processes act as the node agents of 8-GPU nodes
+// that relay leases (AgentHello.Relay). Each agent joins, sends a heartbeat
+// every 2 s and follows its node's desired state as `shockwave agent`
+// does, except that a job's process is a goroutine of the child: it opens
+// its own NATS connection, registers as relayed, takes its leases from the
+// agent (the pipe of a real agent is a channel here) and sends one batch a
+// second while it runs; a SUSPEND from its agent ends it, as in EXIT mode.
+// So only the jobs granted GPUs have a process and send events, as with
+// `shockwave agent`; the coordinator publishes one desired state per node
+// a round instead of the relayed jobs' leases.
+
+// loadAgentsMode says whether the load test runs with agents.
+func loadAgentsMode() bool { return os.Getenv("SHOCKWAVE_LOAD_AGENTS") != "" }
+
+// loadNodeGPUs is the GPUs of a node of the agents' load test.
+const loadNodeGPUs = 8
+
+// startLoadAgents submits jobs jobs and starts child processes that run
+// the agents of gpus/8 nodes between them.
+func startLoadAgents(t *testing.T, nc *nats.Conn, url string, jobs, gpus, procs int) (children []*exec.Cmd, exited <-chan error) {
+	nodes := gpus / loadNodeGPUs
+	procs = max(1, min(procs, nodes))
+	ended := make(chan error, procs)
+	for p := range procs {
+		lo, hi := p*nodes/procs, (p+1)*nodes/procs
+		c := exec.Command(os.Args[0], "-test.run=^TestLoad_AgentsChild$", "-test.timeout=0")
+		c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_AGENT_CHILD="+url, fmt.Sprintf("SHOCKWAVE_LOAD_RANGE=%d-%d", lo, hi))
+		c.Stdout, c.Stderr = os.Stderr, os.Stderr
+		holdStdin(t, c)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { ended <- fmt.Errorf("agents process %d: %v", c.Process.Pid, c.Wait()) }()
+		children = append(children, c)
+	}
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	ids := make(chan int)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range ids {
+				s := protocol.Submit{V: protocol.Version, Job: fmt.Sprintf("job-%04d", i), Command: []string{"train"}, Workers: 1 + i%2}
+				data, _ := json.Marshal(s)
+				for try := 0; ; try++ {
+					m, err := nc.Request(subj.Submit(), data, 10*time.Second)
+					if err == nil {
+						if rep, err := protocol.DecodeSubmitReply(m.Data, 1<<20); err == nil && rep.Error == nil {
+							break
+						}
+					}
+					if try == 5 {
+						t.Errorf("cannot submit %s: %v", s.Job, err)
+						break
+					}
+				}
+			}
+		})
+	}
+	for i := range jobs {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+	return children, ended
+}
+
+// TestLoad_AgentsChild is an agents' process of the load test.
+func TestLoad_AgentsChild(t *testing.T) {
+	url := os.Getenv("SHOCKWAVE_LOAD_AGENT_CHILD")
+	if url == "" {
+		t.Skip("started by TestLoad_ManyJobsOneEventPerSecond with SHOCKWAVE_LOAD_AGENTS=1")
+	}
+	exitWithParent()
+	var lo, hi int
+	if _, err := fmt.Sscanf(os.Getenv("SHOCKWAVE_LOAD_RANGE"), "%d-%d", &lo, &hi); err != nil || lo < 0 || lo >= hi {
+		t.Fatalf("SHOCKWAVE_LOAD_RANGE=%q: want LO-HI", os.Getenv("SHOCKWAVE_LOAD_RANGE"))
+	}
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	var wg sync.WaitGroup
+	for i := lo; i < hi; i++ {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &loadAgent{t: t, url: url, subj: subj, nc: nc, node: fmt.Sprintf("node-%d", i), runs: map[string]*loadRun{}}
+		wg.Go(a.run)
+	}
+	wg.Wait()
+}
+
+// loadAgent is one node's agent in the load test.
+type loadAgent struct {
+	t    *testing.T
+	url  string
+	subj protocol.Subjects
+	nc   *nats.Conn
+	node string
+	last *protocol.NodeDesired
+	runs map[string]*loadRun // by job/attempt/since
+}
+
+// loadRun is a job's process started by a load test agent: the latest
+// lease its agent relayed (a one-slot mailbox, like the agent's pipe
+// writer) and whether a SUSPEND was sent.
+type loadRun struct {
+	job       string
+	leases    chan protocol.Lease
+	suspended bool
+}
+
+func (a *loadAgent) run() {
+	desired := make(chan *protocol.NodeDesired, 16)
+	if _, err := a.nc.Subscribe(a.subj.Desired(a.node), func(m *nats.Msg) {
+		if d, err := protocol.DecodeNodeDesired(m.Data, 64<<20); err == nil {
+			desired <- d
+		}
+	}); err != nil {
+		a.t.Error(err)
+		return
+	}
+	hello, _ := json.Marshal(protocol.AgentHello{V: protocol.Version, Node: a.node, GPUs: loadNodeGPUs, Relay: true})
+	ask := func(subject string) {
+		m, err := a.nc.Request(subject, hello, 10*time.Second)
+		if err != nil {
+			return
+		}
+		if rep, err := protocol.DecodeAgentReply(m.Data, 64<<20); err == nil && rep.Desired != nil {
+			desired <- rep.Desired
+		}
+	}
+	for a.last == nil {
+		ask(a.subj.AgentJoin(a.node))
+		select {
+		case d := <-desired:
+			a.apply(d)
+		case <-time.After(time.Second):
+		}
+	}
+	beat := time.NewTicker(2 * time.Second)
+	for {
+		select {
+		case <-beat.C:
+			go ask(a.subj.AgentHeartbeat(a.node))
+		case d := <-desired:
+			if d.Epoch > a.last.Epoch || (d.Epoch == a.last.Epoch && d.Now >= a.last.Now) {
+				a.apply(d)
+			}
+		}
+	}
+}
+
+// apply follows a desired state as the agent does: new assignments start
+// a process, wanted ones get their lease, the others a SUSPEND.
+func (a *loadAgent) apply(d *protocol.NodeDesired) {
+	a.last = d
+	want := map[string]bool{}
+	for _, as := range d.Jobs {
+		key := fmt.Sprintf("%s/%d/%d", as.Job, as.Attempt, as.Since)
+		want[key] = true
+		r := a.runs[key]
+		if r == nil {
+			r = &loadRun{job: as.Job, leases: make(chan protocol.Lease, 1)}
+			a.runs[key] = r
+			go loadRelayedJob(a.url, a.subj, as.Job, len(as.Devices), r.leases)
+		}
+		if as.Lease != nil {
+			relay(r.leases, *as.Lease)
+		}
+	}
+	for key, r := range a.runs {
+		if want[key] {
+			continue
+		}
+		if !r.suspended {
+			relay(r.leases, protocol.Lease{V: protocol.Version, Job: r.job, Round: d.Round, Action: protocol.Suspend,
+				Epoch: d.Epoch, Start: d.Now, Expiry: d.Now, Reason: "not granted on " + a.node})
+			r.suspended = true
+		}
+		delete(a.runs, key)
+	}
+}
+
+// relay puts l into a one-slot mailbox, replacing what the process has
+// not taken yet.
+func relay(box chan protocol.Lease, l protocol.Lease) {
+	for {
+		select {
+		case box <- l:
+			return
+		default:
+			select {
+			case <-box:
+			default:
+			}
+		}
+	}
+}
+
+// loadRelayedJob is a job's process under a relaying agent: it connects,
+// registers as relayed, and sends one batch a second (progress while its
+// relayed lease is RUN) until its agent relays a SUSPEND.
+func loadRelayedJob(url string, subj protocol.Subjects, id string, workers int, leases <-chan protocol.Lease) {
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "job %s: %v\n", id, err)
+		return
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// EXIT leases still come on the job's subject, as to the SDK.
+	if _, err := nc.Subscribe(subj.Lease(id), func(m *nats.Msg) {
+		if l, err := protocol.DecodeLease(m.Data, 0); err == nil && l.Action == protocol.Exit {
+			cancel()
+		}
+	}); err != nil {
+		return
+	}
+	r := newJob(id, workers)
+	r.Relayed = true
+	data, _ := json.Marshal(r)
+	var rep *protocol.RegisterReply
+	for rep == nil {
+		m, err := nc.Request(subj.Register(), data, 10*time.Second)
+		if err != nil {
+			continue
+		}
+		if rep, err = protocol.DecodeRegisterReply(m.Data, 1<<20); err != nil || rep.Error != nil {
+			fmt.Fprintf(os.Stderr, "job %s: registration: %v %+v\n", id, err, rep)
+			return
+		}
+	}
+	running := rep.Lease != nil && rep.Lease.Action == protocol.Run
+	seq, done := rep.LastSeq, rep.StepsDone
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case l := <-leases:
+			if l.Action != protocol.Run {
+				return // EXIT mode: checkpoint and exit
+			}
+			running = true
+		case <-tick.C:
+			seq++
+			ev := heartbeat(seq, done)
+			if running {
+				done += 100
+				ev = progress(seq, 100, done, 1)
+			}
+			ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, r.TotalSteps
+			m := nats.NewMsg(subj.Events(id))
+			m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
+			m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
+			if nc.PublishMsg(m) != nil {
+				return
+			}
+			if seq%30 == 0 {
+				_ = nc.FlushTimeout(10 * time.Second)
+			}
+		}
+	}
+}
