@@ -55,6 +55,12 @@ type Config struct {
 	// the variables the agent sets).
 	Env []string
 
+	// NoRelay turns off the lease relay: by default the agent gives every
+	// process it starts a pipe (protocol.EnvLeaseFD) and writes the job's
+	// leases into it, so that the coordinator need not publish them to
+	// each job (docs/agent.md, "Leases relayed by the agent").
+	NoRelay bool
+
 	Heartbeat   time.Duration // between heartbeats (default 2s)
 	ExpiryGrace time.Duration // past a grant's expiry before SIGTERM (default 5s)
 	KillGrace   time.Duration // from SIGTERM to SIGKILL (default 10s)
@@ -154,7 +160,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	return &Agent{cfg: cfg, subj: subj, log: cfg.Logger.With().Str("node", cfg.Node).Logger(),
-		hello:   protocol.AgentHello{V: protocol.Version, Node: cfg.Node, GPUs: cfg.GPUs, Type: cfg.Type, Addr: cfg.Addr},
+		hello: protocol.AgentHello{V: protocol.Version, Node: cfg.Node, GPUs: cfg.GPUs, Type: cfg.Type, Addr: cfg.Addr,
+			Relay: !cfg.NoRelay},
 		desired: make(chan desiredAt, 16), exits: make(chan exit, 64),
 		runs: map[runKey]*run{}, finished: map[runKey]bool{}}, nil
 }
@@ -302,9 +309,14 @@ func (a *Agent) apply(d *desiredAt) {
 	}
 	now := time.Now()
 	for k, r := range a.runs {
-		if as, ok := want[k]; ok {
+		as, ok := want[k]
+		if ok {
 			r.deadline = d.deadline(as.Expiry).Add(a.cfg.ExpiryGrace)
-		} else if at, ok := attempt[k.job]; ok && at > k.attempt && r.deadline.After(now) {
+			a.relayRun(r, as.Lease)
+			continue
+		}
+		a.relaySuspend(r, d.d)
+		if at, ok := attempt[k.job]; ok && at > k.attempt && r.deadline.After(now) {
 			r.deadline = now // a failed attempt's other processes stop at once
 		}
 	}

@@ -22,6 +22,13 @@
 // clocks between machines do not matter. A device is given to a new run
 // only when no process of an older run holds it any more.
 //
+// Lease relay (Config.NoRelay false, the default): every process gets a
+// pipe as descriptor 3, named by $SHOCKWAVE_LEASE_FD="3:<inode>", and the
+// agent writes into it the RUN lease the coordinator put in the job's
+// assignment whenever it changes, and one SUSPEND lease when the run
+// leaves the desired state, through a per-process writer that keeps only
+// the latest lease and so never blocks the agent (relay.go).
+//
 // When every process of a run has exited, the agent reports the run's
 // exit status (the first non-zero one, else 0); the coordinator decides
 // whether that was a failure to retry, a completion, or the expected end

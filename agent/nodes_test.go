@@ -261,6 +261,11 @@ func TestAgents_DDPJobRunsOneRankPerDeviceAndResumesTogether(t *testing.T) {
 			if !strings.Contains(out, "restarting from") {
 				t.Errorf("no rank restarted from the checkpoint:\n%s", out)
 			}
+			// Rank 0 (libshockwave under Python) read the SUSPEND its agent
+			// relays; the coordinator sends a relayed job none over NATS.
+			if !strings.Contains(out, "not granted on node") {
+				t.Errorf("no rank was suspended by the agent's relayed SUSPEND:\n%s", out)
+			}
 			t.Logf("%d starts of the DDP job on %v", len(starts), starts)
 		})
 	}

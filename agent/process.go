@@ -37,6 +37,12 @@ type run struct {
 	code     int
 	detail   string
 	log      *os.File
+	// Lease relay (relay.go): the pipe writer of each process (none when
+	// the agent does not relay), the lease written last, and whether the
+	// SUSPEND of a run that left the desired state was written.
+	relays    []*relay
+	lease     *protocol.Lease
+	suspended bool
 }
 
 // exit is one process of a run ending.
@@ -125,15 +131,13 @@ func (a *Agent) start(as protocol.Assignment, deadline time.Time) (*run, error) 
 		cmd.Env = a.env(as, i, as.Devices[i*per:(i+1)*per], ckpt, creds)
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		if err := a.startProc(r, cmd); err != nil {
 			r.code, r.detail = 127, fmt.Sprintf("cannot start %q: %v", as.Command[0], err)
 			break
 		}
-		r.procs = append(r.procs, cmd)
-		r.done = append(r.done, false)
-		r.live++
 		go a.wait(r.key, i, cmd)
 	}
+	a.relayRun(r, as.Lease)
 	if r.live == 0 {
 		// nothing started: report the failure as an exit at once
 		go func() { a.exits <- exit{key: r.key, idx: -1, code: r.code} }()
@@ -147,6 +151,35 @@ func (a *Agent) start(as protocol.Assignment, deadline time.Time) (*run, error) 
 	a.log.Info().Str("job", as.Job).Int("attempt", as.Attempt).Int("since", as.Since).Ints("devices", as.Devices).
 		Int("procs", len(r.procs)).Msg("started")
 	return r, nil
+}
+
+// startProc starts one process of r, with its lease pipe when the agent
+// relays; the parent keeps only the pipe's write end.
+func (a *Agent) startProc(r *run, cmd *exec.Cmd) error {
+	var rd, wr *os.File
+	if !a.cfg.NoRelay {
+		var err error
+		if rd, wr, err = attachPipe(cmd); err != nil {
+			return err
+		}
+	}
+	err := cmd.Start()
+	if rd != nil {
+		rd.Close()
+	}
+	if err != nil {
+		if wr != nil {
+			wr.Close()
+		}
+		return err
+	}
+	r.procs = append(r.procs, cmd)
+	r.done = append(r.done, false)
+	r.live++
+	if wr != nil {
+		r.relays = append(r.relays, newRelay(wr))
+	}
+	return nil
 }
 
 func (a *Agent) wait(k runKey, i int, cmd *exec.Cmd) {
@@ -175,6 +208,9 @@ func (a *Agent) exited(ctx context.Context, e exit) {
 	r.live--
 	if e.idx >= 0 {
 		r.done[e.idx] = true
+		if e.idx < len(r.relays) {
+			r.relays[e.idx].close()
+		}
 	}
 	if e.code != 0 && r.code == 0 {
 		r.code = e.code
@@ -194,6 +230,7 @@ func (a *Agent) exited(ctx context.Context, e exit) {
 		r.detail = strings.TrimSpace("stopped after its grant expired; " + r.detail)
 	}
 	r.log.Close()
+	r.closeRelays()
 	delete(a.runs, e.key)
 	a.finished[e.key] = true
 	a.log.Info().Str("job", e.key.job).Int("attempt", e.key.attempt).Int("code", r.code).Str("detail", r.detail).Msg("exited")
@@ -244,6 +281,7 @@ func (a *Agent) stopAll() {
 				}
 				if r.live--; r.live <= 0 {
 					r.log.Close()
+					r.closeRelays()
 					delete(a.runs, e.key)
 				}
 			}

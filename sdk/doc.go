@@ -108,6 +108,16 @@
 // lease) arrived. Leases of older rounds are ignored; a malformed lease or
 // one of another job is logged and ignored (Stats.BadLeases).
 //
+// A process started by a relaying node agent also reads its leases from a
+// pipe the agent gives it ($SHOCKWAVE_LEASE_FD="FD:INODE", EnvLeaseFD): one
+// lease as JSON per line, taken through the same checks as a lease from
+// NATS. The descriptor is used only when it is a pipe with that inode (a
+// launcher in between may have closed it); it is made close-on-exec, and
+// the registration then says Relayed, so the coordinator may leave the
+// job's RUN and SUSPEND leases to the agent. Only a single process or rank 0
+// reads it. Job.Relayed reports it (docs/agent.md, "Leases relayed by the
+// agent").
+//
 // # Devices and resident processes
 //
 // Job.Devices is the current grant per node (protocol.NodeDevices: the

@@ -362,7 +362,7 @@ func (j *Job) rejoin() {
 	}
 	ctx, cancel := contextWithTimeout(j.o.requestTimeout)
 	defer cancel()
-	rep, err := j.registerOnce(ctx, j.o.register(), false)
+	rep, err := j.registerOnce(ctx, j.registration(), false)
 	if err != nil {
 		j.setErr(err)
 		j.log.Warn("re-registration failed; retrying", "err", err)
@@ -464,7 +464,7 @@ func (j *Job) confirm(last uint64) {
 // pause that doubles up to finishRetryMax.
 func (j *Job) confirmByCoordinator() {
 	ctx, cancel := contextWithTimeout(j.o.requestTimeout)
-	rep, err := j.registerOnce(ctx, j.o.register(), false)
+	rep, err := j.registerOnce(ctx, j.registration(), false)
 	cancel()
 	var perr *protocol.Error
 	j.mu.Lock()

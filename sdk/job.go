@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,11 @@ type Job struct {
 	epoch       uint64     // the highest leader epoch seen on a lease
 	rk          *ranks     // the rank agreement of a multi-process job; nil for one process
 	genStart    Checkpoint // rank 0: the progress at the start of the running generation
+
+	// The agent's lease pipe (leasefd.go): nil when not read.
+	pipe     *os.File
+	pipeDone chan struct{} // closed when its reader returned
+	relayed  atomic.Bool   // the registration says Relayed
 }
 
 // LeaseState is the job's permission to train, as the latest lease says.
@@ -135,7 +141,10 @@ func Register(ctx context.Context, opts ...Option) (*Job, error) {
 			j.reason = "waiting for rank 0 to start"
 		}
 	}
+	pipe := j.leasePipe()
+	j.relayed.Store(pipe != nil)
 	if err := j.connect(); err != nil {
+		j.dropPipe(pipe)
 		return nil, err
 	}
 	if j.rk != nil && o.rank > 0 {
@@ -145,17 +154,36 @@ func Register(ctx context.Context, opts ...Option) (*Job, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, o.registerTimeout)
 	defer cancel()
-	rep, err := j.registerOnce(rctx, reg, true)
+	rep, err := j.registerOnce(rctx, j.registration(), true)
 	if err != nil {
+		j.dropPipe(pipe)
 		j.nc.Close()
 		return nil, err
 	}
 	j.adopt(rep, true)
+	if pipe != nil {
+		j.pipe, j.pipeDone = pipe, make(chan struct{})
+		go j.readLeases(pipe, j.pipeDone)
+	}
 	j.senderWG.Go(j.sender)
 	if j.rk != nil {
 		j.senderWG.Go(j.rankLoop)
 	}
 	return j, nil
+}
+
+// registration is the job's registration message as of now.
+func (j *Job) registration() protocol.Register {
+	r := j.o.register()
+	r.Relayed = j.relayed.Load()
+	return r
+}
+
+// dropPipe leaves the lease pipe of a Register that failed to the next.
+func (j *Job) dropPipe(f *os.File) {
+	if f != nil {
+		releaseLeasePipe(j.o.leaseFD, false)
+	}
 }
 
 // connect dials NATS and subscribes to the lease subject.
@@ -461,6 +489,10 @@ func (j *Job) Close() error {
 		}
 		if j.sub != nil {
 			_ = j.sub.Unsubscribe()
+		}
+		if j.pipe != nil {
+			releaseLeasePipe(j.o.leaseFD, true)
+			<-j.pipeDone
 		}
 		j.nc.Close()
 	})

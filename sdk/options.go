@@ -77,6 +77,11 @@ type options struct {
 	rankBeat, lookahead    time.Duration
 	node                   string
 	visible                []int
+
+	// The agent's lease pipe ($SHOCKWAVE_LEASE_FD; leasefd.go): 0 when
+	// there is none.
+	leaseFD  int
+	leaseIno uint64
 }
 
 // Defaults of the tunables.
@@ -478,6 +483,13 @@ func (o *options) defaults() {
 func (o *options) validate() error {
 	if err := o.rankDefaults(); err != nil {
 		return err
+	}
+	if v := os.Getenv(EnvLeaseFD); v != "" {
+		fd, ino, err := parseLeaseFD(v)
+		if err != nil {
+			return err
+		}
+		o.leaseFD, o.leaseIno = fd, ino
 	}
 	if o.job == "" {
 		if id := os.Getenv(EnvJob); id != "" {

@@ -29,8 +29,13 @@ import (
 // runs rankChild instead of the tests (the tests start it with the rank
 // variables torchrun would set).
 func TestMain(m *testing.M) {
-	if os.Getenv("SDK_RANK_CHILD") != "" {
+	switch {
+	case os.Getenv("SDK_RANK_CHILD") != "":
 		os.Exit(rankChild())
+	case os.Getenv("SDK_FD3_PROBE") != "":
+		os.Exit(fd3Probe())
+	case os.Getenv("SDK_LEASEFD_CHILD") != "":
+		os.Exit(leaseFDChild()) // leasefd_test.go
 	}
 	os.Exit(m.Run())
 }

@@ -84,6 +84,7 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	heartbeat := fs.Duration("heartbeat", agent.DefaultHeartbeat, "time between heartbeats")
 	expiryGrace := fs.Duration("expiry-grace", agent.DefaultExpiryGrace, "time past a grant's expiry before SIGTERM")
 	killGrace := fs.Duration("kill-grace", agent.DefaultKillGrace, "time from SIGTERM to SIGKILL")
+	relay := fs.Bool("relay", true, "relay each job's leases to its processes through a pipe ($SHOCKWAVE_LEASE_FD); --relay=false leaves them to NATS only")
 	logFormat := fs.String("log-format", "console", "log format: json or console")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -152,7 +153,7 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	a, err := agent.New(agent.Config{Node: *node, GPUs: n, Type: *gpuType, Addr: *addr, Conn: nc, Prefix: c.prefix,
 		URL: url, Token: c.token, FetchCreds: c.creds != "", WorkDir: dir, Heartbeat: *heartbeat,
 		TLSCA: jobTLS.ca, TLSCert: jobTLS.cert, TLSKey: jobTLS.key,
-		ExpiryGrace: *expiryGrace, KillGrace: *killGrace, Logger: &log})
+		ExpiryGrace: *expiryGrace, KillGrace: *killGrace, NoRelay: !*relay, Logger: &log})
 	if err != nil {
 		return usageError{err}
 	}
