@@ -161,6 +161,7 @@ func (s *Service) startRound(r record, o *outcome) {
 	// needs its node's before its jobs' grants begin.
 	desired := s.desiredStates()
 	times.Desired = len(desired)
+	times.Queued = time.Now()
 	s.enqueueLeases(leaseBatch{leases: direct, desired: desired, round: rd, times: times})
 
 	s.tickWanted = wall(rd.Start).Add(s.roundLength())

@@ -385,6 +385,8 @@ func logRoundPhases(t *testing.T, rounds []roundTimes) {
 		{"plan record's trip through the log", func(r roundTimes) time.Duration { return r.PlanBack.Sub(r.PlanAsked) }},
 		{"close on the loop (placement, leases, held records)", func(r roundTimes) time.Duration { return r.Closed.Sub(r.PlanBack) }},
 		{"publishing the leases and the flush", func(r roundTimes) time.Duration { return r.Published.Sub(r.Closed) }},
+		{"  of which building the nodes' desired states", func(r roundTimes) time.Duration { return r.Queued.Sub(r.Closed) }},
+		{"  of which the shards sending", func(r roundTimes) time.Duration { return r.Sent.Sub(r.Queued) }},
 		{"  of which the flush", func(r roundTimes) time.Duration { return r.Published.Sub(r.Sent) }},
 	}
 	for _, p := range parts {

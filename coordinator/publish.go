@@ -67,7 +67,8 @@ type roundTimes struct {
 	Solve     time.Duration // the policy's Admit calls and Allocate
 	PlanAsked time.Time     // the loop saw the solve end and appended the plan record
 	PlanBack  time.Time     // the plan record came back
-	Closed    time.Time     // the round was closed and its leases queued
+	Closed    time.Time     // the round was closed
+	Queued    time.Time     // its leases and nodes' desired states were queued for the publisher
 	Sent      time.Time     // the last shard handed its last lease to its connection (its flush follows)
 	Published time.Time     // the last lease was flushed to the server
 
