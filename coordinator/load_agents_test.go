@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"strconv"
@@ -265,6 +266,17 @@ func loadRelayedJob(url string, subj protocol.Subjects, id string, workers int, 
 	}
 	running := rep.Lease != nil && rep.Lease.Action == protocol.Run
 	seq, done := rep.LastSeq, rep.StepsDone
+	// A batch a second from a phase of the job's own, as the resident jobs'
+	// (loadJob): the jobs a round starts would otherwise all send within the
+	// same millisecond every second, in step with the rounds, which real
+	// training loops are not.
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	select {
+	case <-time.After(time.Duration(h.Sum32()%1000) * time.Millisecond):
+	case <-ctx.Done():
+		return
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {

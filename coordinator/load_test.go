@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -582,7 +583,10 @@ func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, wor
 }
 
 // startLoadProfile writes a CPU profile of the measured window and a heap
-// profile at its end into $SHOCKWAVE_LOAD_PROFILE (a directory), when set.
+// profile at its end into $SHOCKWAVE_LOAD_PROFILE (a directory), when set;
+// with SHOCKWAVE_LOAD_TRACE=S also an execution trace of the window's
+// first S seconds (trace.out: where goroutines wait, which a CPU profile
+// does not show).
 func startLoadProfile(t *testing.T) (stop func()) {
 	dir := os.Getenv("SHOCKWAVE_LOAD_PROFILE")
 	if dir == "" {
@@ -595,7 +599,9 @@ func startLoadProfile(t *testing.T) (stop func()) {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		t.Fatal(err)
 	}
+	stopTrace := startLoadTrace(t, dir)
 	return func() {
+		stopTrace()
 		pprof.StopCPUProfile()
 		_ = f.Close()
 		runtime.GC()
@@ -608,4 +614,24 @@ func startLoadProfile(t *testing.T) (stop func()) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// startLoadTrace writes an execution trace of the first
+// $SHOCKWAVE_LOAD_TRACE seconds of the window into dir, when set.
+func startLoadTrace(t *testing.T, dir string) (stop func()) {
+	secs := envInt("SHOCKWAVE_LOAD_TRACE", 0)
+	if secs == 0 {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, "trace.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	end := func() { once.Do(func() { trace.Stop(); _ = f.Close() }) }
+	timer := time.AfterFunc(time.Duration(secs)*time.Second, end)
+	return func() { timer.Stop(); end() }
 }
