@@ -238,6 +238,23 @@ func natsLeases(t *testing.T, c *sdktest.Coordinator, job string) func() int {
 	}
 }
 
+// rawLeasePipe makes a pipe whose read end is a raw descriptor that the
+// SDK owns and closes, as in a job process, names it in
+// SHOCKWAVE_LEASE_FD, and returns the write end (the agent's).
+func rawLeasePipe(t *testing.T) *os.File {
+	t.Helper()
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fds[0], &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(sdk.EnvLeaseFD, fmt.Sprintf("%d:%d", fds[0], st.Ino))
+	return os.NewFile(uintptr(fds[1]), "write end")
+}
+
 func nowSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }
 
 func TestLeaseFD_LeasesOnTheAgentsPipeDriveTheJobAndBadLinesAreIgnored(t *testing.T) {
@@ -353,16 +370,7 @@ func TestLeaseFD_CloseEndsTheReaderAndEndOfFileTurnsRelayOff(t *testing.T) {
 	c := sdktest.Start(t, sdktest.Config{Round: time.Hour})
 	for _, end := range []string{"close", "eof"} {
 		// A raw read end: the SDK owns and closes it, as in a job process.
-		var fds [2]int
-		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-			t.Fatal(err)
-		}
-		w := os.NewFile(uintptr(fds[1]), "write end")
-		var st syscall.Stat_t
-		if err := syscall.Fstat(fds[0], &st); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv(sdk.EnvLeaseFD, fmt.Sprintf("%d:%d", fds[0], st.Ino))
+		w := rawLeasePipe(t)
 		id := "inproc-" + end
 		j, err := sdk.Register(context.Background(), append(baseOptions(c, id), sdk.WithEpochs(10))...)
 		if err != nil {
@@ -401,17 +409,8 @@ func TestLeaseFD_CloseEndsTheReaderAndEndOfFileTurnsRelayOff(t *testing.T) {
 
 func TestLeaseFD_ARankAbove0DoesNotReadThePipeAndClosesIt(t *testing.T) {
 	c := sdktest.Start(t, sdktest.Config{Round: time.Hour})
-	var fds [2]int
-	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	w := os.NewFile(uintptr(fds[1]), "write end")
+	w := rawLeasePipe(t)
 	defer w.Close()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fds[0], &st); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(sdk.EnvLeaseFD, fmt.Sprintf("%d:%d", fds[0], st.Ino))
 	j, err := sdk.Register(context.Background(), append(baseOptions(c, "ranked"), sdk.WithEpochs(10), sdk.WithRank(1, 2))...)
 	if err != nil {
 		t.Fatal(err)
@@ -427,17 +426,8 @@ func TestLeaseFD_ARankAbove0DoesNotReadThePipeAndClosesIt(t *testing.T) {
 
 func TestLeaseFD_AFailedRegisterLeavesThePipeToTheNext(t *testing.T) {
 	c := sdktest.Start(t, sdktest.Config{Round: time.Hour})
-	var fds [2]int
-	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	w := os.NewFile(uintptr(fds[1]), "write end")
+	w := rawLeasePipe(t)
 	defer w.Close()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fds[0], &st); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(sdk.EnvLeaseFD, fmt.Sprintf("%d:%d", fds[0], st.Ino))
 	opts := append(baseOptions(c, "retried"), sdk.WithEpochs(10))
 	if _, err := sdk.Register(context.Background(), append(opts, sdk.WithURL("nats://127.0.0.1:1"))...); err == nil {
 		t.Fatal("registered with no server")
