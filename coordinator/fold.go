@@ -100,9 +100,10 @@ type fold struct {
 	leases map[string]protocol.Lease // RUN leases of the most recent round
 	// relayedReg: jobs whose registered process reads its leases from its
 	// agent (Register.Relayed); relayed: the jobs whose leases of the most
-	// recent round agents relay (relay.go).
-	relayedReg, relayed map[string]bool
-	run                 *runner // submitted jobs and node agents (runner.go)
+	// recent round agents relay; unheard: the submitted jobs whose leases
+	// of the most recent round have no process to go to (relay.go).
+	relayedReg, relayed, unheard map[string]bool
+	run                          *runner // submitted jobs and node agents (runner.go)
 
 	// epoch is the highest leader epoch of the log (leader.go): ticks of
 	// an older epoch are ignored, and leases carry the epoch of the tick
@@ -129,7 +130,7 @@ type heldOutcome struct {
 
 func newFold(subj protocol.Subjects, limit int) *fold {
 	return &fold{subj: subj, limit: limit, leases: map[string]protocol.Lease{}, run: newRunner(),
-		relayedReg: map[string]bool{}, relayed: map[string]bool{}, budgets: map[string]*budget{}}
+		relayedReg: map[string]bool{}, relayed: map[string]bool{}, unheard: map[string]bool{}, budgets: map[string]*budget{}}
 }
 
 // apply folds one record.

@@ -154,9 +154,10 @@ func (s *Service) startRound(r record, o *outcome) {
 	times.Closed = time.Now()
 	s.m.leasesCovered.Add(float64(len(rd.Covered)))
 	send := toSend(rd)
-	direct := s.fold.withoutRelayed(send)
-	times.Leases, times.Relayed = len(direct), len(send)-len(direct)
-	s.m.leasesRelayed.Add(float64(times.Relayed))
+	direct, relayed, held := s.fold.withoutRelayed(send)
+	times.Leases, times.Relayed, times.Held = len(direct), relayed, held
+	s.m.leasesRelayed.Add(float64(relayed))
+	s.m.leasesHeld.Add(float64(held))
 	// The nodes' desired states go with the leases: an agent that relays
 	// needs its node's before its jobs' grants begin.
 	desired := s.desiredStates()

@@ -130,8 +130,8 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 			}
 		}
 		kept, started, suspended := leaseKinds(r.Leases)
-		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d relayed, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), %d desired states, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
-			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), times.Leases, times.Relayed, len(r.Covered), kept, started, suspended, times.Desired, r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
+		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d relayed, %d held for jobs with no process yet, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), %d desired states, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
+			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), times.Leases, times.Relayed, times.Held, len(r.Covered), kept, started, suspended, times.Desired, r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
 			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed))
 	}
 	svc, err := NewService(nc, cfg)

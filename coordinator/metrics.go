@@ -24,6 +24,7 @@ type Metrics struct {
 	revoked        *prometheus.CounterVec
 	leasesCovered  prometheus.Counter
 	leasesRelayed  prometheus.Counter
+	leasesHeld     prometheus.Counter
 	accepted       prometheus.Counter
 	rejected       *prometheus.CounterVec
 	registrations  *prometheus.CounterVec
@@ -57,6 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		granted:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_granted_total", Help: "RUN leases published, by kind (new or extension)."}, []string{"kind"}),
 		revoked:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_revoked_total", Help: "SUSPEND and EXIT leases published, by reason (preempted, lost, exit, resent: a SUSPEND sent again to a job that reported progress without a grant)."}, []string{"reason"}),
 		leasesRelayed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_relayed_total", Help: "RUN and SUSPEND leases of rounds not published because the agent of the job's node relays them (AgentHello.Relay)."}),
+		leasesHeld:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_held_total", Help: "RUN and SUSPEND leases of rounds not published because no process of the submitted job has registered yet (its registration's reply carries the current lease)."}),
 		leasesCovered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_covered_total", Help: "RUN renewals not sent because the lease the job holds from an earlier round still covers the round (lease rounds above 1)."}),
 		accepted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_events_accepted_total", Help: "Job events folded into the state."}),
 		rejected:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_events_rejected_total", Help: "Job events and event batches rejected, by reason."}, []string{"reason"}),
@@ -72,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		loopStep:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shockwave_loop_step_seconds", Help: "How long one step held the service loop (a log record folded and what it published, a status reply, a round's tick or close), by kind; events wait meanwhile.", Buckets: lat}, []string{"kind"}),
 		labeled:        map[string]bool{},
 	}
-	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.accepted,
+	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.leasesHeld, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
 		m.logWrites, m.deposed, m.loopStep)
 	m.snapshotMetrics = newSnapshotMetrics(reg)

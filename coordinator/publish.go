@@ -73,8 +73,9 @@ type roundTimes struct {
 	Published time.Time     // the last lease was flushed to the server
 
 	// What the round sent: leases published on the jobs' subjects, leases
-	// left to the agents that relay them, and nodes' desired states.
-	Leases, Relayed, Desired int
+	// left to the agents that relay them, leases held for submitted jobs
+	// no process of which has registered yet, and nodes' desired states.
+	Leases, Relayed, Held, Desired int
 }
 
 // Total is the round's tick → last lease.

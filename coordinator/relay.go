@@ -20,6 +20,15 @@ import (
 // still go over NATS. A relayed lease carries the leader's fencing epoch as
 // a published one does.
 //
+// A submitted job no process of which has registered yet (the agent has
+// not started it, or it is still starting) has nobody on its lease
+// subject: when its process registers, the reply carries the job's
+// current lease, and a relaying agent writes it into the pipe as well.
+// Its rounds' RUN and SUSPEND leases are held, not published, whatever
+// its node's agent: in the rounds that start jobs for the first time that
+// is one message saved per job started. Once a process registered, its
+// leases are published or relayed as above.
+//
 // What decides it is in the log: registrations, joins and the rounds'
 // leases, so a replay relays the same leases. A snapshot does not carry the
 // registrations' flag: after a restart from a snapshot, jobs get their
@@ -51,7 +60,12 @@ func (f *fold) relayedBy(job string, grant protocol.Lease) bool {
 // the grant it ends (prev: the RUN leases of the round before).
 func (f *fold) markRelayed(round *Round, prev map[string]protocol.Lease) {
 	clear(f.relayed)
+	clear(f.unheard)
 	for _, l := range round.Leases {
+		if l.Action != protocol.Exit && f.core.Unheard(l.Job) {
+			f.unheard[l.Job] = true
+			continue
+		}
 		switch l.Action {
 		case protocol.Run:
 			if f.relayedBy(l.Job, l) {
@@ -65,16 +79,24 @@ func (f *fold) markRelayed(round *Round, prev map[string]protocol.Lease) {
 	}
 }
 
-// withoutRelayed drops from a round's leases to send those agents relay.
-func (f *fold) withoutRelayed(leases []protocol.Lease) []protocol.Lease {
-	if len(f.relayed) == 0 {
-		return leases
+// withoutRelayed drops from a round's leases to send those agents relay
+// and those held (no process to go to), and counts each.
+func (f *fold) withoutRelayed(leases []protocol.Lease) (send []protocol.Lease, relayed, held int) {
+	if len(f.relayed) == 0 && len(f.unheard) == 0 {
+		return leases, 0, 0
 	}
-	out := make([]protocol.Lease, 0, len(leases))
+	send = make([]protocol.Lease, 0, len(leases))
 	for _, l := range leases {
-		if l.Action == protocol.Exit || !f.relayed[l.Job] {
-			out = append(out, l)
+		switch {
+		case l.Action == protocol.Exit:
+			send = append(send, l)
+		case f.relayed[l.Job]:
+			relayed++
+		case f.unheard[l.Job]:
+			held++
+		default:
+			send = append(send, l)
 		}
 	}
-	return out
+	return send, relayed, held
 }

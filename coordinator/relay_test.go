@@ -168,3 +168,53 @@ func TestRelay_OnANodeThatDoesNotRelayLeasesArePublished(t *testing.T) {
 		t.Errorf("an agent that does not relay was given a lease: %+v", as.Lease)
 	}
 }
+
+// round is the round of the latest desired state (-1: none yet).
+func (a *relayAgent) round() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last == nil {
+		return -1
+	}
+	return a.last.Round
+}
+
+// TestRelay_ASubmittedJobGetsNoLeaseOnItsSubjectUntilAProcessRegisters:
+// whether its node's agent relays or not, a submitted job granted GPUs
+// before any process of it registered has nobody on its lease subject, so
+// its rounds' leases are held (counted), not published; the registration's
+// reply carries the current RUN lease, and from then on the leases of a
+// process that does not read the agent's pipe come on the subject.
+func TestRelay_ASubmittedJobGetsNoLeaseOnItsSubjectUntilAProcessRegisters(t *testing.T) {
+	for _, relay := range []bool{false, true} {
+		t.Run(map[bool]string{false: "agent does not relay", true: "agent relays"}[relay], func(t *testing.T) {
+			e := newEnv(t, 0, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Core.Dynamic = true; s.Policy = "shockwave" })
+			nc := e.client()
+			agent := joinRelayAgent(t, e, nc, "n0", 1, relay)
+			la := watchLeases(t, nc, e.subj.Lease("a"))
+			submitRelayJob(t, e, nc, "a")
+			var first int
+			eventually(t, 10*time.Second, "the job is placed on n0", func() bool {
+				_, ok := agent.assignment("a")
+				first = agent.round()
+				return ok
+			})
+			eventually(t, 10*time.Second, "three rounds with the job placed", func() bool {
+				_, ok := agent.assignment("a")
+				return ok && agent.round() >= first+3
+			})
+			if got := la.all(); len(got) != 0 {
+				t.Fatalf("leases published to a job no process of which registered: %+v", got)
+			}
+			if n := counterValue(t, e.reg, "shockwave_leases_held_total", "", ""); n < 1 {
+				t.Errorf("shockwave_leases_held_total = %v, want the held leases counted", n)
+			}
+			rep := register(t, nc, e.subj, newJob("a", 1)) // does not read a pipe
+			if rep.Lease == nil || rep.Lease.Action != protocol.Run || rep.Lease.Job != "a" {
+				t.Fatalf("registration reply's lease %+v: want a's current RUN lease", rep.Lease)
+			}
+			keepTraining(t, e, "a")
+			eventually(t, 10*time.Second, "RUN leases on the subject after the registration", func() bool { return runsAfter(la, rep.Round+1) })
+		})
+	}
+}

@@ -100,6 +100,13 @@ func (c *Core) EndJob(now float64, id string, s JobState, reason string) (*proto
 	return &l, nil
 }
 
+// Unheard reports whether id is a submitted job no process of which has
+// registered yet.
+func (c *Core) Unheard(id string) bool {
+	j, ok := c.jobs[id]
+	return ok && j.managed && !j.adopted
+}
+
 // Managed reports whether id is a submitted job, and its state.
 func (c *Core) Managed(id string) (JobState, bool) {
 	j, ok := c.jobs[id]
