@@ -108,11 +108,11 @@ func (c *Core) eventRound() int {
 
 // A policy call the Core holds back while a round is open.
 type policyCall struct {
-	kind    byte // 'o' Observe, 'r' Remove, 'c' Complete, 'a' Admit, 'f' Fail
+	kind    byte // 'o' Observe, 'r' Remove, 'c' Complete, 'a' Admit, 'u' Update, 'f' Fail
 	id      string
 	elapsed float64
 	steps   int64
-	view    *policy.Job // Complete and Admit: the job's view when called
+	view    *policy.Job // Complete, Admit and Update: the job's view when called
 }
 
 // holding says whether policy calls wait: a round is open, or the
@@ -160,6 +160,22 @@ func (c *Core) admit(v *policy.Job) {
 	c.pol.Admit(v)
 }
 
+// update tells the policy that a job's parameters changed
+// (policy.Updater), or removes and admits the job again.
+func (c *Core) update(v *policy.Job) {
+	if _, ok := c.pol.(policy.Updater); !ok {
+		c.remove(v.ID)
+		c.admit(v)
+		return
+	}
+	if c.holding() {
+		frozen := *v
+		c.later = append(c.later, policyCall{kind: 'u', id: v.ID, view: &frozen})
+		return
+	}
+	c.pol.(policy.Updater).Update(v)
+}
+
 // flushPolicy makes the calls held back while the round was open.
 func (c *Core) flushPolicy() {
 	makeCalls(c.pol, c.later)
@@ -178,6 +194,8 @@ func makeCalls(pol policy.Policy, calls []policyCall) {
 			pol.(policy.Completer).Complete(pc.view)
 		case 'a':
 			pol.Admit(pc.view)
+		case 'u':
+			pol.(policy.Updater).Update(pc.view)
 		case 'f':
 			pol.Fail(pc.id)
 		}

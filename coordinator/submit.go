@@ -47,7 +47,8 @@ func (c *Core) Submit(now float64, s *protocol.Submit) error {
 
 // adopt accepts the first registration of a submitted job's process: its
 // parameters replace the placeholder's (the gang width stays the
-// submission's). A job the policy tracks is announced to it again.
+// submission's). A job the policy tracks is updated there (policy.Updater),
+// or removed and admitted again.
 func (c *Core) adopt(now float64, j *job, r *protocol.Register) error {
 	if err := c.advance(now); err != nil {
 		return err
@@ -70,8 +71,7 @@ func (c *Core) adopt(now float64, j *job, r *protocol.Register) error {
 		j.limit = math.Trunc(math.Trunc(r.IsolatedSeconds) * c.cfg.RuntimeLimitFactor)
 	}
 	if j.state == Active {
-		c.remove(v.ID)
-		c.admit(v)
+		c.update(v)
 	}
 	return nil
 }

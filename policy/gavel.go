@@ -67,6 +67,11 @@ func (g *GavelRound) Admit(j *Job) {
 	g.update = true
 }
 
+// Update keeps the job's allocation, deficit and time since the last
+// reset, and marks the allocation for an update: the next reset
+// allocates with the job's new parameters.
+func (g *GavelRound) Update(*Job) { g.update = true }
+
 // Remove drops a job. Its time stays in the worker total (spec §3.7: a
 // completed job's time is not subtracted).
 func (g *GavelRound) Remove(id string) {

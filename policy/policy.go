@@ -105,6 +105,16 @@ type Policy interface {
 	Allocate(s *Snapshot) (*Plan, error)
 }
 
+// Updater is implemented by policies that can take a job's new parameters
+// without forgetting what they hold about it (its allocation, deficit,
+// attained service, place in a queue). A submitted job's process
+// registering replaces the job's placeholder parameters (the gang width
+// stays); the Core calls Update then, and Remove and Admit on policies
+// that do not implement it.
+type Updater interface {
+	Update(j *Job)
+}
+
 // Factory builds a fresh policy instance.
 type Factory func(opts Options) (Policy, error)
 

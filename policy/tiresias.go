@@ -116,6 +116,10 @@ func (t *Tiresias) Admit(j *Job) {
 // Remove drops a job.
 func (t *Tiresias) Remove(id string) { delete(t.jobs, id) }
 
+// Update keeps the job's queue, place and attained service: Tiresias reads
+// only its gang width, which an update does not change.
+func (*Tiresias) Update(*Job) {}
+
 // Observe ignores reports: service is the granted time.
 func (*Tiresias) Observe(string, float64, int64) {}
 
