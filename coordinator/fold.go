@@ -165,7 +165,10 @@ func (f *fold) apply(r record) outcome {
 	if job, ok := f.subj.EventsJob(r.Subject); ok {
 		before, managed := f.core.Managed(job)
 		o := f.events(job, r)
-		if after, _ := f.core.Managed(job); managed && after != before {
+		if !managed {
+			return o
+		}
+		if after, _ := f.core.Managed(job); after != before {
 			f.run.dirty = true // it ended: the nodes' assignments change (runner.go)
 		}
 		return o
