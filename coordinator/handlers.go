@@ -122,6 +122,7 @@ func (s *Service) answerStatus(req statusRequest) {
 		}
 		rep.Plan = c.LastPlan()
 		rep.Nodes, rep.GPUs = c.NodeStatus(), c.GPUs()
+		s.fold.annotate(rep.Nodes, rep.Jobs)
 	}
 	if req.web != nil {
 		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds)}

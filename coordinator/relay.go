@@ -100,3 +100,19 @@ func (f *fold) withoutRelayed(leases []protocol.Lease) (send []protocol.Lease, r
 	}
 	return send, relayed, held
 }
+
+// annotate marks in a status reply the nodes whose agents relay and the
+// jobs whose leases of the most recent round were relayed or held.
+func (f *fold) annotate(nodes []protocol.NodeInfo, jobs []protocol.JobInfo) {
+	for i := range nodes {
+		nodes[i].Relay = f.relaysOn(nodes[i].Name)
+	}
+	for i := range jobs {
+		switch {
+		case f.relayed[jobs[i].Job]:
+			jobs[i].Leases = "relayed"
+		case f.unheard[jobs[i].Job]:
+			jobs[i].Leases = "held"
+		}
+	}
+}

@@ -138,6 +138,15 @@ func TestRelay_ARelayedJobsLeasesComeInItsNodesDesiredStateOnly(t *testing.T) {
 	if n := counterValue(t, e.reg, "shockwave_leases_relayed_total", "", ""); n < 1 {
 		t.Errorf("shockwave_leases_relayed_total = %v, want a's leases counted", n)
 	}
+	eventually(t, 5*time.Second, "status says a's leases are relayed and b's are not", func() bool {
+		var ok int
+		for _, j := range status(t, nc, e.subj).Jobs {
+			if (j.Job == "a" && j.Leases == "relayed") || (j.Job == "b" && j.Leases == "") {
+				ok++
+			}
+		}
+		return ok == 2
+	})
 
 	data, _ := json.Marshal(protocol.Cancel{V: protocol.Version, Job: "a"})
 	if _, err := nc.Request(e.subj.Cancel(), data, 5*time.Second); err != nil {
@@ -208,6 +217,15 @@ func TestRelay_ASubmittedJobGetsNoLeaseOnItsSubjectUntilAProcessRegisters(t *tes
 			}
 			if n := counterValue(t, e.reg, "shockwave_leases_held_total", "", ""); n < 1 {
 				t.Errorf("shockwave_leases_held_total = %v, want the held leases counted", n)
+			}
+			st := status(t, nc, e.subj)
+			for _, j := range st.Jobs {
+				if j.Job == "a" && j.Leases != "held" {
+					t.Errorf("status of a: leases %q, want held", j.Leases)
+				}
+			}
+			if len(st.Nodes) != 1 || st.Nodes[0].Relay != relay {
+				t.Errorf("status nodes %+v: want n0 with relay %v", st.Nodes, relay)
 			}
 			rep := register(t, nc, e.subj, newJob("a", 1)) // does not read a pipe
 			if rep.Lease == nil || rep.Lease.Action != protocol.Run || rep.Lease.Job != "a" {

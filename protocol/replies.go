@@ -147,6 +147,8 @@ type NodeInfo struct {
 	GPUs int    `json:"gpus"`
 	Type string `json:"type,omitempty"`
 	Used int    `json:"used"` // devices held by jobs in the current round
+	// Relay says the node's agent relays its jobs' leases (AgentHello.Relay).
+	Relay bool `json:"relay,omitempty"`
 }
 
 // JobInfo is one row of the job table.
@@ -174,6 +176,11 @@ type JobInfo struct {
 	// Reason says why an ended job ended (failed, cancelled, expired), or
 	// the last exit of a submitted job's process.
 	Reason string `json:"reason,omitempty"`
+	// Leases says how the job's RUN and SUSPEND leases of the most recent
+	// round reached it when not on its lease subject: "relayed" (by its
+	// node's agent) or "held" (a submitted job no process of which has
+	// registered yet); empty when they were published (or there were none).
+	Leases string `json:"leases,omitempty"`
 }
 
 // PlanInfo is a round's plan as the policy explained it.

@@ -157,6 +157,9 @@ func printJobs(w io.Writer, r *protocol.StatusReply) error {
 		if n.Type != "" {
 			label += " · " + n.Type
 		}
+		if n.Relay {
+			label += " · agent relays leases"
+		}
 		fmt.Fprintf(tw, "%s · %d in use\n", label, n.Used)
 		any := false
 		for _, j := range r.Jobs {
@@ -198,7 +201,11 @@ func jobRow(w io.Writer, j protocol.JobInfo, devices string) {
 	if j.LastRun >= 0 {
 		last = fmt.Sprint(j.LastRun)
 	}
-	fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%.3g\t%s\t%s\t%s\t%s\n", j.Job, j.State, j.Model, j.Workers,
+	state := j.State
+	if j.Leases != "" {
+		state += " (leases " + j.Leases + ")"
+	}
+	fmt.Fprintf(w, "  %s\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%.3g\t%s\t%s\t%s\t%s\n", j.Job, state, j.Model, j.Workers,
 		j.BatchSize, j.StepsDone, j.TotalSteps, j.Epoch, j.Throughput,
 		(time.Duration(j.RunTime) * time.Second).String(), last, gpus, devices)
 }

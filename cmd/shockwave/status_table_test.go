@@ -131,3 +131,25 @@ func TestStatusTable_NoPlanYetSaysSo(t *testing.T) {
 		t.Errorf("output:\n%s", buf.String())
 	}
 }
+
+func TestStatusTable_RelayingNodesAndRelayedOrHeldLeasesAreShown(t *testing.T) {
+	r := statusFixture()
+	r.Nodes = []protocol.NodeInfo{{Name: "n0", GPUs: 2, Used: 2, Relay: true}, {Name: "n1", GPUs: 2}}
+	r.Jobs[0].Devices = []protocol.NodeDevices{{Node: "n0", Devices: []int{0, 1}}}
+	r.Jobs[0].Leases = "relayed"
+	r.Jobs[1].Leases = "held"
+	var buf bytes.Buffer
+	if err := printStatus(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "n0 · 2 GPUs · agent relays leases · 2 in use") || strings.Contains(out, "n1 · 2 GPUs · agent relays") {
+		t.Errorf("node headings should say which agent relays:\n%s", out)
+	}
+	if got := column(t, out, "STATE", "STATE"); strings.Join(got, "|") != "active (leases relayed)" {
+		t.Errorf("STATE cells of n0 %q\n%s", got, out)
+	}
+	if !strings.Contains(out, "bert-b  pending (leases held)  BERT") {
+		t.Errorf("bert-b's state should say its leases are held:\n%s", out)
+	}
+}
