@@ -73,3 +73,60 @@ func TestSubmit_AnAdoptedJobKeepsItsAllocationInTheGavelRoundBaselines(t *testin
 		})
 	}
 }
+
+// TestSubmit_AnAdoptedJobKeepsItsPlaceInTiresias: two submitted jobs on one
+// GPU under Tiresias; the first granted keeps the GPU after its process
+// registers. Adoption updates it in place (policy.Updater); a Remove and
+// Admit had put it behind the waiting job in its queue, so the job it had
+// just started was suspended a round later.
+func TestSubmit_AnAdoptedJobKeepsItsPlaceInTiresias(t *testing.T) {
+	pol, err := policy.New("tiresias", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const delta = 5.0
+	c, err := NewCore(Config{GPUs: 1, RoundSeconds: delta}, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := c.Submit(0, &protocol.Submit{V: protocol.Version, Job: id, Command: []string{"train"}, Workers: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first string
+	var seq uint64
+	var done int64
+	for k := range 4 {
+		now := 10 + float64(k)*delta
+		r, err := c.Tick(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var running []string
+		for _, l := range r.Leases {
+			if l.Action == protocol.Run {
+				running = append(running, l.Job)
+			}
+		}
+		if len(running) != 1 {
+			t.Fatalf("round %d: running %v, want one job on the GPU", k, running)
+		}
+		if k == 0 {
+			first = running[0]
+			reg := newJob(first, 1) // the agent started its process: it registers
+			if _, err := c.Enroll(now+0.5, &reg); err != nil {
+				t.Fatal(err)
+			}
+		} else if running[0] != first {
+			t.Fatalf("round %d: %s runs, want %s, which started in round 0, to keep the GPU", k, running[0], first)
+		}
+		seq++
+		done += 100 * int64(delta)
+		ev := progress(0, 100*int64(delta), done, delta)
+		ev.V, ev.Job, ev.Seq = protocol.Version, first, seq
+		if _, err := c.Deliver(now+1, &ev); err != nil {
+			t.Fatalf("round %d: %v", k, err)
+		}
+	}
+}
