@@ -155,7 +155,7 @@ func (s *Service) startRound(r record, o *outcome) {
 	times.Closed = time.Now()
 	s.m.leasesCovered.Add(float64(len(rd.Covered)))
 	send := toSend(rd)
-	direct, relayed, held := s.fold.withoutRelayed(send)
+	direct, relayed, held := s.fold.toPublish(send)
 	times.Leases, times.Relayed, times.Held = len(direct), relayed, held
 	s.m.leasesRelayed.Add(float64(relayed))
 	s.m.leasesHeld.Add(float64(held))

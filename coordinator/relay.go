@@ -79,9 +79,9 @@ func (f *fold) markRelayed(round *Round, prev map[string]protocol.Lease) {
 	}
 }
 
-// withoutRelayed drops from a round's leases to send those agents relay
-// and those held (no process to go to), and counts each.
-func (f *fold) withoutRelayed(leases []protocol.Lease) (send []protocol.Lease, relayed, held int) {
+// toPublish returns a round's leases to publish: all but those agents
+// relay and those held (no process to go to), which it counts.
+func (f *fold) toPublish(leases []protocol.Lease) (send []protocol.Lease, relayed, held int) {
 	if len(f.relayed) == 0 && len(f.unheard) == 0 {
 		return leases, 0, 0
 	}
