@@ -21,6 +21,8 @@ import (
 //	<prefix>.agent.<node>.heartbeat  agent → coord.  AgentHello → AgentReply
 //	<prefix>.agent.<node>.report     agent → coord.  AgentReport → AgentReply
 //	<prefix>.agent.<node>.creds      agent → coord.  CredsRequest → CredsReply
+//	<prefix>.agent.<node>.register   agent → coord.  Register → RegisterReply (uplink.go)
+//	<prefix>.agent.<node>.events     agent → coord.  Batch (uplink.go)
 //	<prefix>.node.<node>.desired     coord. → agent  NodeDesired
 //	<prefix>.submit                  operator        Submit → SubmitReply
 //	<prefix>.cancel                  operator        Cancel → SubmitReply
@@ -184,7 +186,7 @@ var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ReservedEnv lists the variables the agent sets itself; a submission may
 // not set them (a job may not pose as another or change its devices).
 var ReservedEnv = []string{"SHOCKWAVE_JOB_ID", "SHOCKWAVE_NATS_URL", "SHOCKWAVE_EXIT_MODE", "SHOCKWAVE_CHECKPOINT_DIR",
-	"SHOCKWAVE_CREDS", "SHOCKWAVE_TOKEN", "SHOCKWAVE_PREFIX", "SHOCKWAVE_AGENT_NODE", "SHOCKWAVE_ATTEMPT", EnvLeaseFD,
+	"SHOCKWAVE_CREDS", "SHOCKWAVE_TOKEN", "SHOCKWAVE_PREFIX", "SHOCKWAVE_AGENT_NODE", "SHOCKWAVE_ATTEMPT", EnvLeaseFD, EnvUplinkFD,
 	// a resident process's node and devices (the SDK): never an agent's job
 	"SHOCKWAVE_NODE", "SHOCKWAVE_VISIBLE_DEVICES",
 	"CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"}
@@ -549,7 +551,7 @@ func (s Subjects) AgentSubject(subject string) (node, verb string, ok bool) {
 		return "", "", false
 	}
 	switch verb {
-	case "join", "heartbeat", "report", "creds":
+	case "join", "heartbeat", "report", "creds", "register", "events":
 		return node, verb, true
 	}
 	return "", "", false
