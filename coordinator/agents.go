@@ -89,6 +89,9 @@ func (s *Service) onAgent(m *nats.Msg) {
 	case fromJob(m):
 		s.agentFail(m, protocol.CodeForbidden, errors.New("coordinator: job credentials may not act as an agent"))
 		return
+	case verb == "events": // published, not requested (uplink.go)
+		s.onAgentEvents(m, node)
+		return
 	case m.Reply == "":
 		s.agentFail(m, protocol.CodeBadRequest, errNoReply)
 		return
@@ -98,6 +101,9 @@ func (s *Service) onAgent(m *nats.Msg) {
 	var data []byte // the log record, for verbs that change state
 	var job, id string
 	switch verb {
+	case "register":
+		s.onAgentRegister(m, node)
+		return
 	case "join", "heartbeat":
 		h, err := protocol.DecodeAgentHello(m.Data, lim)
 		if err != nil {

@@ -203,6 +203,9 @@ func (f *fold) register(r record) outcome {
 	o := outcome{kind: kindRegister, reply: r.Header.Get(hdrReply)}
 	reg, err := protocol.DecodeRegister(r.Data, f.limit)
 	if err == nil {
+		err = f.vouches(r.Header.Get(hdrVia), reg.Job)
+	}
+	if err == nil {
 		o.job = reg.Job
 		var resumed bool
 		if resumed, err = f.core.Enroll(f.now, reg); err == nil {
@@ -234,6 +237,12 @@ func (f *fold) answer(job string, resumed bool) *protocol.RegisterReply {
 
 func (f *fold) events(job string, r record) outcome {
 	o := outcome{kind: kindEvents, job: job}
+	// An agent's batch for a job it does not run is refused before it can
+	// spend that job's budget.
+	if err := f.vouches(r.Header.Get(hdrVia), job); err != nil {
+		o.reject(rejectReason(err), err)
+		return o
+	}
 	if err := f.spend(job, r); err != nil {
 		o.reject("rate_limited", err)
 		return o
@@ -250,6 +259,7 @@ func (f *fold) events(job string, r record) outcome {
 		o.reject("subject_mismatch", fmt.Errorf("coordinator: batch of job %q published on the subject of job %q", b.Job, job))
 		return o
 	}
+
 	for i := range b.Events {
 		l, err := f.core.Deliver(f.now, &b.Events[i])
 		if err != nil {
@@ -334,7 +344,7 @@ func (f *fold) closed(round *Round, epoch uint64, o *outcome) {
 	for _, e := range round.Lost {
 		delete(f.relayedReg, e.Job)
 	}
-	f.run.afterTick(f.leases)
+	f.afterTick()
 }
 
 // plan closes the open round: the policy's plan is placed and the leases
@@ -393,6 +403,7 @@ func rejectReason(err error) string {
 		{ErrUnknownJob, "unknown_job"}, {ErrOutOfOrder, "out_of_order"}, {ErrJobEnded, "ended"},
 		{ErrNotAdmitted, "not_admitted"}, {ErrConflict, "conflict"}, {ErrTooWide, "too_wide"},
 		{ErrClock, "clock"}, {ErrUnknownNode, "unknown_node"}, {ErrBadNode, "bad_node"},
+		{errNotVouched, "not_placed"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.reason
@@ -410,6 +421,8 @@ func replyCode(err error) protocol.ErrorCode {
 		return protocol.CodeEnded
 	case "too_wide", "clock", "unknown_node", "bad_node":
 		return protocol.CodeRejected
+	case "not_placed":
+		return protocol.CodeForbidden
 	}
 	return protocol.Code(err)
 }

@@ -51,6 +51,10 @@ type runner struct {
 	subs  map[string]*submission
 	nodes map[string]protocol.AgentHello // joined nodes
 	since map[string]int                 // job → round its current grant began
+	// last holds the nodes of each job's most recent grant, kept after the
+	// grant ends, so that the agent that ran the job may still carry its
+	// last batches (uplink.go); dropped when the job ends.
+	last map[string][]string
 
 	// cache holds every node's assignments until dirty (desired).
 	cache map[string][]protocol.Assignment
@@ -64,7 +68,7 @@ type submission struct {
 }
 
 func newRunner() *runner {
-	return &runner{subs: map[string]*submission{}, nodes: map[string]protocol.AgentHello{}, since: map[string]int{}}
+	return &runner{subs: map[string]*submission{}, nodes: map[string]protocol.AgentHello{}, since: map[string]int{}, last: map[string][]string{}}
 }
 
 // nodeRecord is a node joining or leaving.
@@ -284,6 +288,24 @@ func (f *fold) holds(rep *protocol.AgentReport) bool {
 	return slices.ContainsFunc(f.leaseNodes(l), func(d protocol.NodeDevices) bool { return d.Node == rep.Node })
 }
 
+// afterTick notes where each job's uninterrupted grant began, and the
+// nodes of each job's most recent grant.
+func (f *fold) afterTick() {
+	f.run.afterTick(f.leases)
+	for job, l := range f.leases {
+		nodes := f.run.last[job][:0]
+		for _, d := range f.leaseNodes(l) {
+			nodes = append(nodes, d.Node)
+		}
+		f.run.last[job] = nodes
+	}
+	for job := range f.run.last {
+		if st, managed := f.core.Managed(job); !managed || (st != Pending && st != Active) {
+			delete(f.run.last, job)
+		}
+	}
+}
+
 // afterTick notes where each job's uninterrupted grant began.
 func (rn *runner) afterTick(leases map[string]protocol.Lease) {
 	rn.dirty = true
@@ -430,6 +452,9 @@ type runnerState struct {
 	Subs  []submissionState     `json:"subs"`
 	Nodes []protocol.AgentHello `json:"nodes"`
 	Since map[string]int        `json:"since"`
+	// Last: the nodes of each job's most recent grant (uplink.go); absent
+	// in snapshots written before the uplink.
+	Last map[string][]string `json:"last,omitempty"`
 }
 
 type submissionState struct {
@@ -440,7 +465,7 @@ type submissionState struct {
 
 // marshal encodes the runner deterministically (sorted by job and node).
 func (rn *runner) marshal() ([]byte, error) {
-	st := runnerState{V: protocol.Version, Subs: []submissionState{}, Nodes: []protocol.AgentHello{}, Since: rn.since}
+	st := runnerState{V: protocol.Version, Subs: []submissionState{}, Nodes: []protocol.AgentHello{}, Since: rn.since, Last: rn.last}
 	jobs := make([]string, 0, len(rn.subs))
 	for j := range rn.subs {
 		jobs = append(jobs, j)
@@ -485,5 +510,19 @@ func (rn *runner) unmarshal(data []byte) error {
 		}
 		rn.since[job] = r
 	}
+	for job, nodes := range st.Last {
+		if protocol.ValidateJobID("runner", job) != nil || len(nodes) == 0 || len(nodes) > maxGrantNodes {
+			return fmt.Errorf("last grant of %q: %d nodes", job, len(nodes))
+		}
+		for _, n := range nodes {
+			if err := protocol.ValidateNodeName("runner", "last", n); err != nil {
+				return err
+			}
+		}
+		rn.last[job] = nodes
+	}
 	return nil
 }
+
+// maxGrantNodes bounds the nodes of one grant in a snapshot.
+const maxGrantNodes = 4096

@@ -205,7 +205,8 @@ type Service struct {
 	leaseq  chan leaseBatch // leases for the publisher (handlers.go)
 	gen     atomic.Uint64   // leadership terms ended: leases of an earlier one are not sent
 	agentq  chan agentRequest
-	agents  agentState // node liveness, owned by the loop (agents.go)
+	agents  agentState  // node liveness, owned by the loop (agents.go)
+	uplink  uplinkState // agents' events budgets, owned by the agents handler (uplink.go)
 
 	// Owned by the loop.
 	live       bool

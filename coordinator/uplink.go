@@ -1,0 +1,151 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// The uplink (protocol/uplink.go; docs/agent.md, "The uplink"): a node
+// agent carries its processes' registrations and event batches over its
+// own connection, on its node's subjects, so that a submitted job's
+// process opens no NATS connection.
+//
+//	<prefix>.agent.<node>.register  a Register, answered like one on
+//	                                <prefix>.register
+//	<prefix>.agent.<node>.events    one Batch, the job in protocol.HdrJob
+//
+// Both enter the log as they would have from the job (a register record;
+// the batch on the job's own events subject), with hdrVia naming the node.
+// The fold accepts such a record only for a submitted job whose current or
+// most recent grant includes that node (vouches), so an agent speaks only
+// for the jobs it runs. The header only ever adds that check: a job that
+// sets it on its own batches gains nothing. Which agent published is known
+// from the subject (in creds mode an agent may publish only on its own
+// node's subjects), so the service, not the agent, writes the header.
+
+// hdrVia names the node whose agent carried a record (the uplink).
+const hdrVia = "Shockwave-Via"
+
+// Per node, the uplink's events may arrive at most uplinkRate a second on
+// average and uplinkBurst at once; more are dropped before the log. An
+// agent forwards about one batch a second per process, and a node runs at
+// most protocol.MaxAgentJobs jobs.
+const (
+	uplinkRate  = 2_000
+	uplinkBurst = 8_000
+)
+
+// uplinkState is the events handler's per-node budget. Only the agents
+// subscription's handler goroutine touches it.
+type uplinkState struct {
+	budgets map[string]*budget
+}
+
+// onAgentEvents takes an agent's events message (on the NATS handler
+// goroutine): the batch goes to the log on its job's events subject,
+// marked with the node. The batch itself is decoded and checked by the
+// fold, as a job's own would be.
+func (s *Service) onAgentEvents(m *nats.Msg, node string) {
+	job := m.Header.Get(protocol.HdrJob)
+	var err error
+	switch {
+	case protocol.ValidateJobID("agent events", job) != nil:
+		err = fmt.Errorf("coordinator: agent events on %q: header %s: %w", m.Subject, protocol.HdrJob, protocol.ValidateJobID("agent events", job))
+	case len(m.Data) > s.cfg.MaxMessageBytes && s.cfg.MaxMessageBytes > 0:
+		err = fmt.Errorf("coordinator: agent events on %q: %d bytes exceed the limit of %d", m.Subject, len(m.Data), s.cfg.MaxMessageBytes)
+	case !s.uplink.spend(node, time.Now()):
+		s.m.rejected.WithLabelValues("uplink_rate").Inc()
+		return
+	}
+	if err != nil {
+		s.m.rejected.WithLabelValues("uplink_invalid").Inc()
+		s.rejectLog.Info().Err(err).Str("node", node).Msg("agent events refused")
+		return
+	}
+	rec := &nats.Msg{Subject: s.subj.Events(job), Header: nats.Header{hdrVia: []string{node}}, Data: m.Data}
+	if err := s.nc.PublishMsg(rec); err != nil {
+		s.log.Debug().Err(err).Str("node", node).Str("job", job).Msg("cannot forward agent events")
+	}
+}
+
+// spend takes one message from node's budget.
+func (u *uplinkState) spend(node string, now time.Time) bool {
+	if u.budgets == nil || len(u.budgets) > maxClients {
+		u.budgets = map[string]*budget{}
+	}
+	t := float64(now.UnixNano()) / 1e9
+	b := u.budgets[node]
+	if b == nil {
+		b = &budget{tokens: uplinkBurst, at: t}
+		u.budgets[node] = b
+	}
+	b.tokens = min(uplinkBurst, b.tokens+(t-b.at)*uplinkRate)
+	b.at = t
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// onAgentRegister takes a registration an agent carries for one of its
+// processes: it is appended to the log like a job's own, marked with the
+// node, and answered by the loop once folded.
+func (s *Service) onAgentRegister(m *nats.Msg, node string) {
+	fail := func(code protocol.ErrorCode, reason string, err error) {
+		s.m.registrations.WithLabelValues("rejected_" + reason).Inc()
+		s.respond(m, protocol.RegisterReply{V: protocol.Version, Error: protocol.ErrorOf(code, err)})
+	}
+	r, err := protocol.DecodeRegister(m.Data, s.cfg.MaxMessageBytes)
+	if err != nil {
+		fail(protocol.Code(err), protocol.Reason(err), err)
+		return
+	}
+	if reason, err := s.admitRegistration("agent:"+node, r.Job); err != nil {
+		fail(protocol.CodeRejected, reason, err)
+		return
+	}
+	hdr := nats.Header{}
+	hdr.Set(hdrReply, m.Reply)
+	hdr.Set(hdrVia, node)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.append(ctx, s.subj.Prefix+"."+logRegister, m.Data, hdr); err != nil {
+			fail(protocol.CodeUnavailable, "unavailable", err)
+		}
+	}()
+}
+
+var errNotVouched = errors.New("coordinator: the job's grant does not include the node whose agent sent this")
+
+// vouches checks a record an agent carried (via: its node) for job: the
+// job must be a submitted one whose current or most recent grant includes
+// the node. An ended job passes, so that the registration that confirms a
+// job's end is answered as usual ("ended"); its events are refused as
+// ended anyway. A record without via needs nothing.
+func (f *fold) vouches(via, job string) error {
+	if via == "" {
+		return nil
+	}
+	if _, ok := f.run.subs[job]; !ok {
+		return fmt.Errorf("%w: %s is not a submitted job (node %s)", errNotVouched, job, via)
+	}
+	if st, managed := f.core.Managed(job); !managed || (st != Pending && st != Active) {
+		return nil // ended (or forgotten): Enroll and Deliver answer that
+	}
+	if l, ok := f.leases[job]; ok && slices.ContainsFunc(f.leaseNodes(l), func(d protocol.NodeDevices) bool { return d.Node == via }) {
+		return nil
+	}
+	if slices.Contains(f.run.last[job], via) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not placed on %s", errNotVouched, job, via)
+}
