@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -69,10 +70,26 @@ func (s *Service) onAgentEvents(m *nats.Msg, node string) {
 		s.rejectLog.Info().Err(err).Str("node", node).Msg("agent events refused")
 		return
 	}
-	rec := &nats.Msg{Subject: s.subj.Events(job), Header: nats.Header{hdrVia: []string{node}}, Data: m.Data}
+	rec := &nats.Msg{Subject: s.subj.Events(job), Header: carriedHeader(m.Header, node), Data: m.Data}
 	if err := s.nc.PublishMsg(rec); err != nil {
 		s.log.Debug().Err(err).Str("node", node).Str("job", job).Msg("cannot forward agent events")
 	}
+}
+
+// carriedHeader is the header an agent's batch enters the log with: the
+// agent's own headers, as a job's own batch keeps its, less NATS's
+// ("Nats-": message ids and expectations would act on the log) and the
+// job and node headers, and hdrVia naming node.
+func carriedHeader(h nats.Header, node string) nats.Header {
+	out := nats.Header{}
+	for k, v := range h {
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || strings.EqualFold(k, hdrVia) || strings.EqualFold(k, protocol.HdrJob) {
+			continue
+		}
+		out[k] = v
+	}
+	out[hdrVia] = []string{node}
+	return out
 }
 
 // spend takes one message from node's budget.

@@ -139,6 +139,24 @@ func TestUplink_AnAgentCarriesTheRegistrationAndEventsOfTheJobsItRunsOnly(t *tes
 		r, _ := jobRow(status(t, nc, e.subj), "a")
 		return r.LastSeq == 7 && r.StepsDone == 700
 	})
+	// An agent's NATS headers do not reach the log: two batches with one
+	// message id are both stored (the log would drop the second as a
+	// duplicate), and a node header of its own is replaced.
+	for seq := uint64(8); seq <= 9; seq++ {
+		m := nats.NewMsg(e.subj.AgentEvents(on))
+		m.Header.Set(protocol.HdrJob, "a")
+		m.Header.Set("Nats-Msg-Id", "same")
+		m.Header.Set(hdrVia, off)
+		m.Data, _ = json.Marshal(protocol.Batch{V: 1, Job: "a", Events: []protocol.Event{{V: 1, Job: "a", Type: protocol.EventProgress,
+			Seq: seq, Steps: 1, StepsDone: int64(seq) * 100, TotalSteps: 1_000_000, BatchSize: 32, Elapsed: 1}}})
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "both batches with one message id are applied", func() bool {
+		r, _ := jobRow(status(t, nc, e.subj), "a")
+		return r.LastSeq == 9
+	})
 }
 
 // TestUplink_TheAgentThatRanAJobStillCarriesItsBatchesAfterItsGrantEnds:
