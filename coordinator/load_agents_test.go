@@ -21,16 +21,25 @@ import (
 // submitted, and child processes act as the node agents of 8-GPU nodes
 // that relay leases (AgentHello.Relay). Each agent joins, sends a heartbeat
 // every 2 s and follows its node's desired state as `shockwave agent`
-// does, except that a job's process is a goroutine of the child: it opens
-// its own NATS connection, registers as relayed, takes its leases from the
-// agent (the pipe of a real agent is a channel here) and sends one batch a
-// second while it runs; a SUSPEND from its agent ends it, as in EXIT mode.
+// does, except that a job's process is a goroutine of the child: it
+// registers as relayed and sends one batch a second while it runs through
+// its agent's connection, on the node's subjects (the uplink; the socket of
+// a real agent is a function call here), takes its leases from the agent
+// (the pipe is a channel here); a SUSPEND from its agent ends it, as in
+// EXIT mode. With SHOCKWAVE_LOAD_UPLINK=0 each process opens its own NATS
+// connection instead and registers and publishes as a job, as before the
+// uplink.
 // So only the jobs granted GPUs have a process and send events, as with
 // `shockwave agent`; the coordinator publishes one desired state per node
 // a round instead of the relayed jobs' leases.
 
 // loadAgentsMode says whether the load test runs with agents.
 func loadAgentsMode() bool { return os.Getenv("SHOCKWAVE_LOAD_AGENTS") != "" }
+
+// loadUplink says whether the agents' processes send through their agent
+// (the uplink, as under `shockwave agent`) rather than over connections of
+// their own (SHOCKWAVE_LOAD_UPLINK=0, as before the uplink).
+func loadUplink() bool { return os.Getenv("SHOCKWAVE_LOAD_UPLINK") != "0" }
 
 // loadNodeGPUs is the GPUs of a node of the agents' load test.
 const loadNodeGPUs = 8
@@ -195,7 +204,11 @@ func (a *loadAgent) apply(d *protocol.NodeDesired) {
 		if r == nil {
 			r = &loadRun{job: as.Job, leases: make(chan protocol.Lease, 1)}
 			a.runs[key] = r
-			go loadRelayedJob(a.url, a.subj, as.Job, len(as.Devices), r.leases)
+			if loadUplink() {
+				go a.uplinkJob(as.Job, len(as.Devices), r.leases)
+			} else {
+				go loadRelayedJob(a.url, a.subj, as.Job, len(as.Devices), r.leases)
+			}
 		}
 		if as.Lease != nil {
 			relay(r.leases, *as.Lease)
@@ -264,6 +277,23 @@ func loadRelayedJob(url string, subj protocol.Subjects, id string, workers int, 
 			return
 		}
 	}
+	loadSend(id, r.TotalSteps, rep, leases, func(m *nats.Msg, confirm bool) error {
+		m.Subject = subj.Events(id)
+		if err := nc.PublishMsg(m); err != nil {
+			return err
+		}
+		if confirm {
+			_ = nc.FlushTimeout(10 * time.Second)
+		}
+		return nil
+	}, ctx.Done())
+}
+
+// loadSend sends a relayed job's batches, one a second, through send
+// (confirm: every 30th, as the SDK confirms), until a relayed SUSPEND, or
+// until stop (an EXIT lease) is closed.
+func loadSend(id string, total int64, rep *protocol.RegisterReply, leases <-chan protocol.Lease,
+	send func(m *nats.Msg, confirm bool) error, stop <-chan struct{}) {
 	running := rep.Lease != nil && rep.Lease.Action == protocol.Run
 	seq, done := rep.LastSeq, rep.StepsDone
 	// A batch a second from a phase of the job's own, as the resident jobs'
@@ -274,14 +304,14 @@ func loadRelayedJob(url string, subj protocol.Subjects, id string, workers int, 
 	_, _ = h.Write([]byte(id))
 	select {
 	case <-time.After(time.Duration(h.Sum32()%1000) * time.Millisecond):
-	case <-ctx.Done():
+	case <-stop:
 		return
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case l := <-leases:
 			if l.Action != protocol.Run {
@@ -295,16 +325,46 @@ func loadRelayedJob(url string, subj protocol.Subjects, id string, workers int, 
 				done += 100
 				ev = progress(seq, 100, done, 1)
 			}
-			ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, r.TotalSteps
-			m := nats.NewMsg(subj.Events(id))
+			ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, total
+			m := nats.NewMsg("") // send names the subject
 			m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
 			m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
-			if nc.PublishMsg(m) != nil {
+			if send(m, seq%30 == 0) != nil {
 				return
-			}
-			if seq%30 == 0 {
-				_ = nc.FlushTimeout(10 * time.Second)
 			}
 		}
 	}
+}
+
+// uplinkJob is a job's process under an agent that carries its traffic
+// (the uplink): it registers and sends its batches through its agent's
+// connection, on the node's subjects, and opens none of its own. The
+// agent confirms every 30th batch with a round trip, as it answers the
+// SDK's flush.
+func (a *loadAgent) uplinkJob(id string, workers int, leases <-chan protocol.Lease) {
+	r := newJob(id, workers)
+	r.Relayed = true
+	data, _ := json.Marshal(r)
+	var rep *protocol.RegisterReply
+	for rep == nil {
+		m, err := a.nc.Request(a.subj.AgentRegister(a.node), data, 10*time.Second)
+		if err != nil {
+			continue
+		}
+		if rep, err = protocol.DecodeRegisterReply(m.Data, 1<<20); err != nil || rep.Error != nil {
+			fmt.Fprintf(os.Stderr, "job %s: registration via %s: %v %+v\n", id, a.node, err, rep)
+			return
+		}
+	}
+	loadSend(id, r.TotalSteps, rep, leases, func(m *nats.Msg, confirm bool) error {
+		m.Subject = a.subj.AgentEvents(a.node)
+		m.Header.Set(protocol.HdrJob, id)
+		if err := a.nc.PublishMsg(m); err != nil {
+			return err
+		}
+		if confirm {
+			_ = a.nc.FlushTimeout(10 * time.Second)
+		}
+		return nil
+	}, nil)
 }
