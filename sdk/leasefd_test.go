@@ -258,7 +258,7 @@ func natsLeases(t *testing.T, c *sdktest.Coordinator, job string) func() int {
 // rawLeasePipe makes a pipe whose read end is a raw descriptor that the
 // SDK owns and closes, as in a job process, names it in
 // SHOCKWAVE_LEASE_FD, and returns the write end (the agent's).
-func rawLeasePipe(t *testing.T) *os.File {
+func rawLeasePipe(t testing.TB) *os.File {
 	t.Helper()
 	var fds [2]int
 	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
