@@ -404,7 +404,8 @@ func (j *Job) RoundLength() time.Duration {
 
 // Conn is the job's NATS connection (for tools; do not close it). It is
 // nil when the job reaches the coordinator through its node agent's
-// uplink (Uplinked), which opens no connection; WithoutUplink forgoes it.
+// uplink (Uplinked), which opens no connection: a process that needs a
+// connection passes WithoutUplink.
 func (j *Job) Conn() *nats.Conn { return j.nc }
 
 // Finish reports that the job completed its work: it sends the pending
