@@ -118,6 +118,25 @@
 // reads it. Job.Relayed reports it (docs/agent.md, "Leases relayed by the
 // agent").
 //
+// Such an agent may also give a single-process job an uplink
+// ($SHOCKWAVE_UPLINK_FD="FD:INODE", EnvUplinkFD): a Unix socket through
+// which the process registers and sends its event batches, one JSON
+// request per line (protocol/uplink.go), and which the agent forwards over
+// its own NATS connection. The process then opens no connection at all
+// (Job.Uplinked; Job.Conn is nil), so that a round that stops and starts
+// thousands of processes costs the NATS server no connections. The SDK
+// takes the uplink only together with the lease pipe, for a single
+// process (the ranks of a multi-process job talk over NATS), and only when
+// the descriptor is a socket with that inode; otherwise, or with
+// WithoutUplink, it connects to NATS as before. The agent's answer to a
+// flush request confirms published events (its connection flushed); when
+// its connection comes back after an outage it says so, and the SDK
+// registers again and sends what the coordinator lacks, as after its own
+// reconnection. An uplink that the agent closes, or that carries a line
+// the SDK cannot read, does not come back: the job trains until its lease
+// expires and keeps its events, and Flush, Finish and Close return
+// ErrNotDelivered at once rather than wait for it.
+//
 // # Devices and resident processes
 //
 // Job.Devices is the current grant per node (protocol.NodeDevices: the

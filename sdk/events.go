@@ -145,7 +145,7 @@ func (j *Job) Stats() Stats {
 	return Stats{StepsDone: j.steps.Load(), TotalSteps: j.steps.Load() + j.ev.remainingSteps(j), Epoch: j.ev.epoch,
 		BatchSize: bs, StepsPerSecond: j.ev.rate, SamplesPerSecond: j.ev.rate * float64(bs), Seq: j.ev.seq,
 		Buffered: len(j.ev.queue), Coalesced: j.ev.coalesced, BadLeases: j.badLeases, Suspensions: j.suspensions,
-		Connected: j.nc.IsConnected()}
+		Connected: j.connected()}
 }
 
 // Buffered is the number of events not yet delivered.
@@ -357,7 +357,7 @@ func (j *Job) rejoin() {
 	j.mu.Lock()
 	due := j.reregister && !j.finished
 	j.mu.Unlock()
-	if !due || !j.nc.IsConnected() {
+	if !due || !j.connected() {
 		return
 	}
 	ctx, cancel := contextWithTimeout(j.o.requestTimeout)
@@ -393,7 +393,7 @@ func (j *Job) flush() {
 		j.mu.Unlock()
 	}()
 	confirmEvery := j.confirmEvery() // before j.mu: RoundLength takes it
-	for j.nc.IsConnected() {
+	for j.connected() {
 		j.mu.Lock()
 		start := 0
 		for start < len(j.ev.queue) && j.ev.queue[start].ev.Seq <= j.ev.inflight {
@@ -432,7 +432,12 @@ func (j *Job) flush() {
 // to last; on failure they are published again. After Finish the
 // coordinator itself confirms them (confirmByCoordinator).
 func (j *Job) confirm(last uint64) {
-	err := j.nc.FlushTimeout(j.o.requestTimeout)
+	var err error
+	if j.up != nil {
+		err = j.uplinkFlush()
+	} else {
+		err = j.nc.FlushTimeout(j.o.requestTimeout)
+	}
 	j.mu.Lock()
 	if err != nil {
 		j.lastErr = fmt.Errorf("publishing events: no acknowledgement from the server: %w", err)
@@ -504,6 +509,12 @@ func (j *Job) publish(b *protocol.Batch) error {
 	data, err := json.Marshal(b)
 	if err != nil {
 		return err
+	}
+	if j.up != nil {
+		if err := j.up.send(protocol.UplinkEvents, 0, data, j.o.requestTimeout); err != nil {
+			return fmt.Errorf("sending events to the agent: %w", err)
+		}
+		return nil
 	}
 	if err := j.nc.Publish(j.subj.Events(j.id), data); err != nil {
 		return fmt.Errorf("publishing events: %w", err)

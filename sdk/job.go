@@ -36,7 +36,8 @@ type Job struct {
 	o    options
 	id   string
 	subj protocol.Subjects
-	nc   *nats.Conn
+	nc   *nats.Conn // nil with an uplink
+	up   *uplink    // the agent's uplink (uplink.go); nil with a connection
 	sub  *nats.Subscription
 	log  *slog.Logger
 
@@ -143,9 +144,11 @@ func Register(ctx context.Context, opts ...Option) (*Job, error) {
 	}
 	pipe := j.leasePipe()
 	j.relayed.Store(pipe != nil)
-	if err := j.connect(); err != nil {
-		j.dropPipe(pipe)
-		return nil, err
+	if j.up = j.openUplink(pipe != nil); j.up == nil {
+		if err := j.connect(); err != nil {
+			j.dropPipe(pipe)
+			return nil, err
+		}
 	}
 	if j.rk != nil && o.rank > 0 {
 		j.senderWG.Go(j.rankLoop)
@@ -157,7 +160,7 @@ func Register(ctx context.Context, opts ...Option) (*Job, error) {
 	rep, err := j.registerOnce(rctx, j.registration(), true)
 	if err != nil {
 		j.dropPipe(pipe)
-		j.nc.Close()
+		j.dropTransport()
 		return nil, err
 	}
 	j.adopt(rep, true)
@@ -300,17 +303,27 @@ var errRetry = errors.New("retry")
 func (j *Job) request(ctx context.Context, data []byte) (*protocol.RegisterReply, error) {
 	rctx, cancel := context.WithTimeout(ctx, j.o.requestTimeout)
 	defer cancel()
-	m, err := j.nc.RequestWithContext(rctx, j.subj.Register(), data)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return nil, fmt.Errorf("%w: no coordinator listens on %s at %s (is `shockwave coordinator` running with prefix %q?): %w",
-			ErrRegister, j.subj.Register(), j.o.url, j.o.prefix, errRetry)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return nil, fmt.Errorf("%w: the coordinator did not answer on %s: %w", ErrRegister, j.subj.Register(), errRetry)
-	case err != nil:
-		return nil, fmt.Errorf("%w: job %s: request on %s: %w (%w)", ErrRegister, j.id, j.subj.Register(), err, errRetry)
+	var body []byte
+	if j.up != nil {
+		b, err := j.uplinkRegister(rctx, data)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	} else {
+		m, err := j.nc.RequestWithContext(rctx, j.subj.Register(), data)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return nil, fmt.Errorf("%w: no coordinator listens on %s at %s (is `shockwave coordinator` running with prefix %q?): %w",
+				ErrRegister, j.subj.Register(), j.o.url, j.o.prefix, errRetry)
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+			return nil, fmt.Errorf("%w: the coordinator did not answer on %s: %w", ErrRegister, j.subj.Register(), errRetry)
+		case err != nil:
+			return nil, fmt.Errorf("%w: job %s: request on %s: %w (%w)", ErrRegister, j.id, j.subj.Register(), err, errRetry)
+		}
+		body = m.Data
 	}
-	rep, err := protocol.DecodeRegisterReply(m.Data, 1<<20)
+	rep, err := protocol.DecodeRegisterReply(body, 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("%w: job %s: unreadable reply: %w", ErrRegister, j.id, err)
 	}
@@ -389,7 +402,10 @@ func (j *Job) RoundLength() time.Duration {
 	return time.Duration(j.reply.RoundSeconds * float64(time.Second))
 }
 
-// Conn is the job's NATS connection (for tools; do not close it).
+// Conn is the job's NATS connection (for tools; do not close it). It is
+// nil when the job reaches the coordinator through its node agent's
+// uplink (Uplinked), which opens no connection: a process that needs a
+// connection passes WithoutUplink.
 func (j *Job) Conn() *nats.Conn { return j.nc }
 
 // Finish reports that the job completed its work: it sends the pending
@@ -446,6 +462,9 @@ func (j *Job) Flush(ctx context.Context) error {
 		if j.state.Load() == int32(Closed) {
 			return j.jobErr(ErrNotDelivered, "closed with %d events buffered", j.Buffered())
 		}
+		if j.up != nil && !j.up.open() { // it does not come back
+			return j.jobErr(ErrNotDelivered, "%d events buffered: the uplink to the agent ended: %v", j.Buffered(), j.up.ended())
+		}
 		j.poke()
 		select {
 		case <-ch:
@@ -494,7 +513,11 @@ func (j *Job) Close() error {
 			releaseLeasePipe(j.o.leaseFD, true)
 			<-j.pipeDone
 		}
-		j.nc.Close()
+		if j.up != nil {
+			j.up.release(true)
+		} else {
+			j.nc.Close()
+		}
 	})
 	return err
 }

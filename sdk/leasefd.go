@@ -22,12 +22,16 @@ import (
 const EnvLeaseFD = protocol.EnvLeaseFD
 
 // parseLeaseFD reads the value of $SHOCKWAVE_LEASE_FD.
-func parseLeaseFD(v string) (fd int, ino uint64, err error) {
+func parseLeaseFD(v string) (fd int, ino uint64, err error) { return parseFD(EnvLeaseFD, "pipe", v) }
+
+// parseFD reads the value v of the variable env naming an inherited
+// descriptor: "FD:INODE", the inode of a file of the kind what.
+func parseFD(env, what, v string) (fd int, ino uint64, err error) {
 	a, b, ok := strings.Cut(v, ":")
 	fd, err1 := strconv.Atoi(a)
 	ino, err2 := strconv.ParseUint(b, 10, 64)
 	if !ok || err1 != nil || err2 != nil || fd < 3 || ino == 0 {
-		return 0, 0, fmt.Errorf("$%s=%.40q: want FD:INODE, a descriptor number of at least 3 and the pipe's inode (set by `shockwave agent`)", EnvLeaseFD, v)
+		return 0, 0, fmt.Errorf("$%s=%.40q: want FD:INODE, a descriptor number of at least 3 and the %s's inode (set by `shockwave agent`)", env, v, what)
 	}
 	return fd, ino, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -101,7 +102,8 @@ func fd3Probe() int {
 // pipeProc is a job process started with a pipe on descriptor 3.
 type pipeProc struct {
 	cmd   *exec.Cmd
-	w     *os.File // the pipe's write end (the agent's side)
+	w     *os.File       // the pipe's write end (the agent's side)
+	in    io.WriteCloser // the process's standard input
 	mu    sync.Mutex
 	lines []string
 	done  chan struct{}
@@ -110,6 +112,16 @@ type pipeProc struct {
 // startPipeProc starts the job process with a new pipe as descriptor 3 and
 // $SHOCKWAVE_LEASE_FD naming it; inodeDelta != 0 names the wrong inode.
 func startPipeProc(t *testing.T, c *sdktest.Coordinator, id string, inodeDelta uint64) *pipeProc {
+	t.Helper()
+	return startJobProc(t, "SDK_LEASEFD_CHILD", []string{sdk.EnvURL + "=" + c.URL(), sdk.EnvJob + "=" + id, sdk.EnvExit + "=1"}, inodeDelta)
+}
+
+// startJobProc starts the test binary as the job process that the
+// variable child selects in TestMain, with env added, a new pipe as
+// descriptor 3 named by $SHOCKWAVE_LEASE_FD (inodeDelta != 0 names the
+// wrong inode), and extra as descriptors 4, 5, … (closed here once the
+// process holds them).
+func startJobProc(t *testing.T, child string, env []string, inodeDelta uint64, extra ...*os.File) *pipeProc {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -122,18 +134,23 @@ func startPipeProc(t *testing.T, c *sdktest.Coordinator, id string, inodeDelta u
 	ino := fi.Sys().(*syscall.Stat_t).Ino + inodeDelta
 	p := &pipeProc{w: w, done: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], "-test.run=XXX")
-	p.cmd.Env = append(os.Environ(), "SDK_LEASEFD_CHILD=1", sdk.EnvURL+"="+c.URL(), sdk.EnvJob+"="+id, sdk.EnvExit+"=1",
-		sdk.EnvLeaseFD+"=3:"+strconv.FormatUint(ino, 10))
-	p.cmd.ExtraFiles = []*os.File{r}
+	p.cmd.Env = append(append(os.Environ(), child+"=1", sdk.EnvLeaseFD+"=3:"+strconv.FormatUint(ino, 10)), env...)
+	p.cmd.ExtraFiles = append([]*os.File{r}, extra...)
 	p.cmd.Stderr = os.Stderr
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if p.in, err = p.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	r.Close()
+	for _, f := range extra {
+		f.Close()
+	}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -241,7 +258,7 @@ func natsLeases(t *testing.T, c *sdktest.Coordinator, job string) func() int {
 // rawLeasePipe makes a pipe whose read end is a raw descriptor that the
 // SDK owns and closes, as in a job process, names it in
 // SHOCKWAVE_LEASE_FD, and returns the write end (the agent's).
-func rawLeasePipe(t *testing.T) *os.File {
+func rawLeasePipe(t testing.TB) *os.File {
 	t.Helper()
 	var fds [2]int
 	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {

@@ -82,6 +82,11 @@ type options struct {
 	// there is none.
 	leaseFD  int
 	leaseIno uint64
+	// The agent's uplink ($SHOCKWAVE_UPLINK_FD; uplink.go): 0 when there
+	// is none or WithoutUplink.
+	uplinkFD  int
+	uplinkIno uint64
+	noUplink  bool
 }
 
 // Defaults of the tunables.
@@ -490,6 +495,9 @@ func (o *options) validate() error {
 			return err
 		}
 		o.leaseFD, o.leaseIno = fd, ino
+	}
+	if err := o.uplinkDefaults(); err != nil {
+		return err
 	}
 	if o.job == "" {
 		if id := os.Getenv(EnvJob); id != "" {

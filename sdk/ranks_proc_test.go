@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 		os.Exit(fd3Probe())
 	case os.Getenv("SDK_LEASEFD_CHILD") != "":
 		os.Exit(leaseFDChild()) // leasefd_test.go
+	case os.Getenv("SDK_UPLINK_CHILD") != "":
+		os.Exit(uplinkChild()) // uplink_test.go
 	}
 	os.Exit(m.Run())
 }
