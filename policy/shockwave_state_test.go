@@ -151,3 +151,75 @@ func TestShockwaveState_UnknownVersionIsRefusedByName(t *testing.T) {
 		t.Fatalf("a state of version 7 gave %v", err)
 	}
 }
+
+// TestShockwaveOrder_RemovalsKeepTheAdmissionOrderAndTheState: removing
+// jobs leaves holes in the admission order that are closed in bulk; the
+// order of the jobs left is their admission order (a job admitted again
+// goes last), the state carries it without holes, and a restored state
+// encodes the same and goes on removing.
+func TestShockwaveOrder_RemovalsKeepTheAdmissionOrderAndTheState(t *testing.T) {
+	newJob := func(i int) *Job {
+		return &Job{ID: fmt.Sprintf("j%03d", i), Model: "ResNet-18", Workers: 1, Priority: 1, InitialBatchSize: 32, BatchSize: 32,
+			DatasetSize: 6400, Throughput: 1, TotalSteps: 1000, IsolatedSeconds: 1, LastRun: -1}
+	}
+	var want []string
+	p := mustShockwave(t)
+	for i := range 300 {
+		p.Admit(newJob(i))
+		if i%5 == 0 {
+			want = append(want, newJob(i).ID)
+		}
+	}
+	for i := range 300 {
+		if i%5 != 0 {
+			p.Remove(newJob(i).ID)
+		}
+	}
+	p.Admit(newJob(0)) // admitted again: it moves last
+	want = append(want[1:], newJob(0).ID)
+	if got := p.liveOrder(); !slices.Equal(got, want) {
+		t.Fatalf("order after removals: %v\nwant %v", got, want)
+	}
+	r := mustShockwave(t)
+	if err := r.UnmarshalState(p.MarshalState()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.MarshalState(), p.MarshalState()) {
+		t.Fatal("a restored state encodes differently")
+	}
+	r.Remove(want[0])
+	if got := r.liveOrder(); !slices.Equal(got, want[1:]) {
+		t.Fatalf("order after a round trip and a removal: %v\nwant %v", got, want[1:])
+	}
+}
+
+func mustShockwave(t *testing.T) *Shockwave {
+	t.Helper()
+	p, err := NewShockwave(DefaultShockwaveConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkShockwave_ReadmitAt10000Jobs: the adoption of a submitted job
+// (Remove, then Admit) among 10,000 known jobs, as a rotation round of the
+// 10,000-job load test does about 1,650 times.
+func BenchmarkShockwave_ReadmitAt10000Jobs(b *testing.B) {
+	p, err := NewShockwave(DefaultShockwaveConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs := make([]*Job, 10_000)
+	for i := range jobs {
+		jobs[i] = &Job{ID: fmt.Sprintf("j%05d", i), Model: "ResNet-18", Workers: 1, Priority: 1, InitialBatchSize: 32, BatchSize: 32,
+			DatasetSize: 6400, Throughput: 1, TotalSteps: 1000, IsolatedSeconds: 1, LastRun: -1}
+		p.Admit(jobs[i])
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		j := jobs[(i*7919)%len(jobs)]
+		p.Remove(j.ID)
+		p.Admit(j)
+	}
+}

@@ -137,7 +137,7 @@ func (s *Shockwave) MarshalState() []byte {
 		e.Str(id)
 		s.meta[id].append(&e)
 	}
-	e.Strs(s.order)
+	e.Strs(s.liveOrder())
 	e.Int(s.round)
 	e.Int(s.counter)
 	e.Bool(s.resolve)
@@ -191,6 +191,7 @@ func (s *Shockwave) UnmarshalState(b []byte) error {
 		s.meta[id] = m
 	}
 	s.order = d.Strs()
+	s.reindexOrder()
 	s.round, s.counter = d.Int(), d.Int()
 	s.resolve, s.shape, s.capNote, s.jobsMoved = d.Bool(), d.Str(), d.Str(), d.Bool()
 	n = d.Len(17)
