@@ -97,7 +97,7 @@ type Shockwave struct {
 	cfg      ShockwaveConfig
 	settings market.Settings
 	meta     map[string]*swMeta
-	order    []string // admission order of known jobs ("" where one was removed)
+	order    []string       // admission order of known jobs ("" where one was removed)
 	orderAt  map[string]int // each known job's index in order
 	removed  int            // "" entries in order
 
