@@ -44,10 +44,20 @@ type agentState struct {
 
 func (s *Service) subscribeAgents() ([]*nats.Subscription, error) {
 	var subs []*nats.Subscription
+	// One subscription, so one goroutine, per kind of traffic: the uplink's
+	// registrations (a few thousand at a rotation round's start at 10,000
+	// jobs) and its event batches (one per running job a second) do not
+	// wait behind each other or behind heartbeats.
+	agent := s.subj.Prefix + ".agent.*."
 	for subj, h := range map[string]nats.MsgHandler{
-		s.subj.AgentAll("*"): s.onAgent,
-		s.subj.Submit():      s.onSubmit,
-		s.subj.Cancel():      s.onCancel,
+		agent + "join":      s.onAgent,
+		agent + "heartbeat": s.onAgent,
+		agent + "report":    s.onAgent,
+		agent + "creds":     s.onAgent,
+		agent + "register":  s.onAgent,
+		agent + "events":    s.onAgent,
+		s.subj.Submit():     s.onSubmit,
+		s.subj.Cancel():     s.onCancel,
 	} {
 		sub, err := s.nc.Subscribe(subj, h)
 		if err != nil {

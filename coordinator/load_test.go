@@ -81,6 +81,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	nc := srv.nc
 	var mu sync.Mutex
 	var lat, stored, ticks, all []time.Duration
+	var late []time.Time // when the batches over 10 ms were sent
 	measuring := false
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0)}
 	cfg.onApply = func(r record, o *outcome) {
@@ -90,8 +91,12 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		sent, err := strconv.ParseInt(r.Header.Get(hdrSent), 10, 64)
 		mu.Lock()
 		if measuring && err == nil {
-			lat = append(lat, time.Since(time.Unix(0, sent)))
+			d := time.Since(time.Unix(0, sent))
+			lat = append(lat, d)
 			stored = append(stored, time.Since(r.Time))
+			if d > 10*time.Millisecond {
+				late = append(late, time.Unix(0, sent))
+			}
 		}
 		mu.Unlock()
 	}
@@ -216,6 +221,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	t.Logf("event to state: p50 %v, p90 %v, p95 %v, p99 %v, max %v; %.1f%% over 10 ms", pct(l, 50), pct(l, 90), pct(l, 95), pct(l, 99), l[len(l)-1], 100*over(l, 10*time.Millisecond))
 	t.Logf("  of which stored in the log to state: p50 %v, p99 %v, max %v", pct(st, 50), pct(st, 99), st[len(st)-1])
+	mu.Lock()
+	logLateAfterTicks(t, slices.Clone(late), slices.Clone(phases), time.Duration(round)*time.Second)
+	mu.Unlock()
 	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
 	t.Logf("round tick to last lease (every round with active jobs, the first included): p50 %v, p99 %v, max %v over %d rounds", pct(al, 50), pct(al, 99), al[len(al)-1], len(al))
 	mu.Lock()
@@ -634,4 +642,40 @@ func startLoadTrace(t *testing.T, dir string) (stop func()) {
 	end := func() { once.Do(func() { trace.Stop(); _ = f.Close() }) }
 	timer := time.AfterFunc(time.Duration(secs)*time.Second, end)
 	return func() { timer.Stop(); end() }
+}
+
+// logLateAfterTicks says when, after the latest round's tick, the batches
+// over 10 ms were sent: bunched right after the ticks, they wait on the
+// rounds' work; spread evenly, on something else.
+func logLateAfterTicks(t *testing.T, late []time.Time, phases []roundTimes, round time.Duration) {
+	if len(late) == 0 || len(phases) == 0 {
+		return
+	}
+	const buckets = 10
+	var n [buckets + 1]int // the last: before any tick
+	for _, at := range late {
+		i := buckets
+		for _, p := range phases {
+			if !p.Fired.After(at) {
+				i = min(buckets-1, int(at.Sub(p.Fired)*buckets/round))
+			}
+		}
+		n[i]++
+	}
+	var b strings.Builder
+	for i := range buckets {
+		fmt.Fprintf(&b, " %.1f–%.1fs %.0f%%;", (round * time.Duration(i) / buckets).Seconds(), (round * time.Duration(i+1) / buckets).Seconds(), 100*float64(n[i])/float64(len(late)))
+	}
+	t.Logf("  batches over 10 ms by when they were sent after the round's tick:%s before the first tick %d", b.String(), n[buckets])
+	// the tenths of a second with the most of them
+	by := map[time.Time]int{}
+	for _, at := range late {
+		by[at.Truncate(100*time.Millisecond)]++
+	}
+	slots := slices.SortedFunc(maps.Keys(by), func(a, b time.Time) int { return by[b] - by[a] })
+	b.Reset()
+	for _, at := range slots[:min(8, len(slots))] {
+		fmt.Fprintf(&b, " %s: %d;", at.Format("15:04:05.0"), by[at])
+	}
+	t.Logf("  the busiest tenths of a second:%s", b.String())
 }

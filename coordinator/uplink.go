@@ -43,8 +43,8 @@ const (
 	uplinkBurst = 8_000
 )
 
-// uplinkState is the events handler's per-node budget. Only the agents
-// subscription's handler goroutine touches it.
+// uplinkState is the events handler's per-node budget. Only the goroutine
+// of the events subscription touches it (agents.go).
 type uplinkState struct {
 	budgets map[string]*budget
 }
