@@ -453,7 +453,10 @@ func (u *uplink) register(req *protocol.UplinkRequest) {
 	defer cancel()
 	m, err := u.h.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: u.h.subj.AgentRegister(u.h.node), Data: req.Data})
 	if err == nil {
-		if d := bytes.TrimSpace(m.Data); len(d) == 0 || d[0] != '{' || !json.Valid(d) {
+		switch d := bytes.TrimSpace(m.Data); {
+		case len(d) > protocol.DefaultMaxMessageBytes:
+			err = fmt.Errorf("the coordinator's reply of %d bytes does not fit in a line", len(d))
+		case len(d) == 0 || d[0] != '{' || !json.Valid(d):
 			err = fmt.Errorf("the coordinator's reply is not a JSON object (%d bytes)", len(m.Data))
 		}
 	}
