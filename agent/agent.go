@@ -60,6 +60,12 @@ type Config struct {
 	// leases into it, so that the coordinator need not publish them to
 	// each job (docs/agent.md, "Leases relayed by the agent").
 	NoRelay bool
+	// NoUplink turns off the uplink: by default a relaying agent also
+	// gives each process of a single-process job a socket
+	// (protocol.EnvUplinkFD) through which the agent forwards its
+	// registrations and event batches, so that the process needs no NATS
+	// connection of its own (docs/agent.md, "The uplink").
+	NoUplink bool
 
 	Heartbeat   time.Duration // between heartbeats (default 2s)
 	ExpiryGrace time.Duration // past a grant's expiry before SIGTERM (default 5s)
@@ -113,6 +119,9 @@ type Agent struct {
 	log   zerolog.Logger
 	hello protocol.AgentHello
 	creds string // private directory of fetched job credentials
+	// uplinks forwards the processes' registrations and batches (nil:
+	// the agent gives its processes no uplink).
+	uplinks *uplinkHub
 
 	desired chan desiredAt
 	exits   chan exit
@@ -159,11 +168,15 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, subj: subj, log: cfg.Logger.With().Str("node", cfg.Node).Logger(),
+	a := &Agent{cfg: cfg, subj: subj, log: cfg.Logger.With().Str("node", cfg.Node).Logger(),
 		hello: protocol.AgentHello{V: protocol.Version, Node: cfg.Node, GPUs: cfg.GPUs, Type: cfg.Type, Addr: cfg.Addr,
 			Relay: !cfg.NoRelay},
 		desired: make(chan desiredAt, 16), exits: make(chan exit, 64),
-		runs: map[runKey]*run{}, finished: map[runKey]bool{}}, nil
+		runs: map[runKey]*run{}, finished: map[runKey]bool{}}
+	if !cfg.NoRelay && !cfg.NoUplink {
+		a.uplinks = newUplinkHub(cfg.Conn, subj, cfg.Node, a.log)
+	}
+	return a, nil
 }
 
 // Run joins and reconciles until ctx is done; then it stops every process
@@ -212,6 +225,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		case e := <-a.exits:
 			a.exited(ctx, e)
 		case <-tick.C:
+			if a.uplinks != nil {
+				a.uplinks.poll()
+			}
 			a.enforce()
 			a.startWanted()
 		}

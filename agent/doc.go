@@ -29,6 +29,15 @@
 // leaves the desired state, through a per-process writer that keeps only
 // the latest lease and so never blocks the agent (relay.go).
 //
+// Uplink (Config.NoUplink false, the default, under the relay): each
+// process of a single-process job also gets one end of a Unix socket pair
+// as descriptor 4, named by $SHOCKWAVE_UPLINK_FD="4:<inode>"; the agent
+// forwards the registrations and event batches the process writes into it
+// over its own NATS connection (subjects agent.<node>.register and
+// agent.<node>.events), answers registrations and flushes, and writes
+// "reconnected" when its connection came back after an outage, so that
+// the process needs no connection of its own (uplink.go).
+//
 // When every process of a run has exited, the agent reports the run's
 // exit status (the first non-zero one, else 0); the coordinator decides
 // whether that was a failure to retry, a completion, or the expected end

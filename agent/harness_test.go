@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("AGENT_RELAY_CHILD") != "" {
 		os.Exit(agent.RelayChild()) // relay_test.go
 	}
+	if os.Getenv("AGENT_UPLINK_CHILD") != "" {
+		os.Exit(agent.UplinkChild()) // uplink_test.go
+	}
 	dir, err := os.MkdirTemp("", "shockwave-agent-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

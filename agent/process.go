@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,10 @@ type run struct {
 	relays    []*relay
 	lease     *protocol.Lease
 	suspended bool
+	// uplink carries the registrations and batches of the run's process
+	// (uplink.go; nil unless the run is a single process under a relaying
+	// agent with the uplink on).
+	uplink *uplink
 }
 
 // exit is one process of a run ending.
@@ -154,30 +159,49 @@ func (a *Agent) start(as protocol.Assignment, deadline time.Time) (*run, error) 
 }
 
 // startProc starts one process of r, with its lease pipe when the agent
-// relays; the parent keeps only the pipe's write end.
+// relays and its uplink when it carries one for r; the parent keeps only
+// the pipe's write end and its own end of the uplink.
 func (a *Agent) startProc(r *run, cmd *exec.Cmd) error {
-	var rd, wr *os.File
+	var rd, wr, child *os.File
+	var up *net.UnixConn
+	fail := func(err error) error {
+		for _, f := range []*os.File{rd, wr, child} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		if up != nil {
+			up.Close()
+		}
+		return err
+	}
 	if !a.cfg.NoRelay {
 		var err error
 		if rd, wr, err = attachPipe(cmd); err != nil {
 			return err
 		}
-	}
-	err := cmd.Start()
-	if rd != nil {
-		rd.Close()
-	}
-	if err != nil {
-		if wr != nil {
-			wr.Close()
+		if a.wantsUplink(r.as) {
+			if child, up, err = attachUplink(cmd); err != nil {
+				return fail(err)
+			}
 		}
-		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	for _, f := range []*os.File{rd, child} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	r.procs = append(r.procs, cmd)
 	r.done = append(r.done, false)
 	r.live++
 	if wr != nil {
 		r.relays = append(r.relays, newRelay(wr))
+	}
+	if up != nil {
+		r.uplink = a.uplinks.newUplink(up, r.key.job, r.key.attempt)
 	}
 	return nil
 }
@@ -210,6 +234,9 @@ func (a *Agent) exited(ctx context.Context, e exit) {
 		r.done[e.idx] = true
 		if e.idx < len(r.relays) {
 			r.relays[e.idx].close()
+		}
+		if r.uplink != nil {
+			r.uplink.processExited() // a single process: its lines written before it exited are still forwarded
 		}
 	}
 	if e.code != 0 && r.code == 0 {
@@ -282,6 +309,9 @@ func (a *Agent) stopAll() {
 				if r.live--; r.live <= 0 {
 					r.log.Close()
 					r.closeRelays()
+					if r.uplink != nil {
+						r.uplink.close() // the agent stops: nothing more is forwarded
+					}
 					delete(a.runs, e.key)
 				}
 			}

@@ -145,7 +145,7 @@ func outputLines(a *Agent, job string) []string {
 	data, _ := os.ReadFile(filepath.Join(a.cfg.WorkDir, job, "output.log"))
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if !strings.HasPrefix(l, "--- shockwave agent") {
+		if l != "" && !strings.HasPrefix(l, "--- shockwave agent") { // "": no output yet
 			out = append(out, l)
 		}
 	}

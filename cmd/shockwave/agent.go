@@ -85,6 +85,7 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	expiryGrace := fs.Duration("expiry-grace", agent.DefaultExpiryGrace, "time past a grant's expiry before SIGTERM")
 	killGrace := fs.Duration("kill-grace", agent.DefaultKillGrace, "time from SIGTERM to SIGKILL")
 	relay := fs.Bool("relay", true, "relay each job's leases to its processes through a pipe ($SHOCKWAVE_LEASE_FD); --relay=false leaves them to NATS only")
+	uplink := fs.Bool("uplink", true, "carry the registrations and event batches of single-process jobs up through the agent's connection ($SHOCKWAVE_UPLINK_FD; with --relay only); --uplink=false leaves them to the jobs' own NATS connections")
 	logFormat := fs.String("log-format", "console", "log format: json or console")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -153,7 +154,7 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	a, err := agent.New(agent.Config{Node: *node, GPUs: n, Type: *gpuType, Addr: *addr, Conn: nc, Prefix: c.prefix,
 		URL: url, Token: c.token, FetchCreds: c.creds != "", WorkDir: dir, Heartbeat: *heartbeat,
 		TLSCA: jobTLS.ca, TLSCert: jobTLS.cert, TLSKey: jobTLS.key,
-		ExpiryGrace: *expiryGrace, KillGrace: *killGrace, NoRelay: !*relay, Logger: &log})
+		ExpiryGrace: *expiryGrace, KillGrace: *killGrace, NoRelay: !*relay, NoUplink: !*uplink, Logger: &log})
 	if err != nil {
 		return usageError{err}
 	}
