@@ -21,6 +21,9 @@ type leaseWatch struct {
 	reg     map[string]time.Time // a job's first registration
 	relayed map[string][]bool    // what each registration said
 	leases  []seenLease
+	// batches on the jobs' events subjects: published by a job itself, or
+	// written by the coordinator for an agent (marked with the node)
+	direct, carried int
 }
 
 type seenLease struct {
@@ -46,16 +49,15 @@ func watchLeases(t *testing.T, c *cluster) *leaseWatch {
 		subject string
 		cb      nats.MsgHandler
 	}{
-		{c.subj.Register(), func(m *nats.Msg) {
-			var r protocol.Register
-			if json.Unmarshal(m.Data, &r) != nil {
-				return
-			}
+		{c.subj.Register(), w.sawRegister},
+		{c.subj.Prefix + ".agent.*.register", w.sawRegister}, // the uplink
+		{c.subj.AllEvents(), func(m *nats.Msg) {
 			w.mu.Lock()
-			if _, ok := w.reg[r.Job]; !ok {
-				w.reg[r.Job] = time.Now()
+			if m.Header.Get("Shockwave-Via") != "" {
+				w.carried++
+			} else {
+				w.direct++
 			}
-			w.relayed[r.Job] = append(w.relayed[r.Job], r.Relayed)
 			w.mu.Unlock()
 		}},
 		{c.subj.Prefix + ".job.*.lease", func(m *nats.Msg) {
@@ -77,6 +79,20 @@ func watchLeases(t *testing.T, c *cluster) *leaseWatch {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// sawRegister notes a registration, sent by the job or by its agent.
+func (w *leaseWatch) sawRegister(m *nats.Msg) {
+	var r protocol.Register
+	if json.Unmarshal(m.Data, &r) != nil {
+		return
+	}
+	w.mu.Lock()
+	if _, ok := w.reg[r.Job]; !ok {
+		w.reg[r.Job] = time.Now()
+	}
+	w.relayed[r.Job] = append(w.relayed[r.Job], r.Relayed)
+	w.mu.Unlock()
 }
 
 // count counts the leases of action on NATS, and those of them sent more
@@ -124,8 +140,10 @@ func runSharedGPU(t *testing.T, agentFlags ...string) (*leaseWatch, []string, []
 // complete; their registrations say relayed; they are suspended by the
 // agent's SUSPEND (its reason names the node); no SUSPEND lease goes over
 // NATS, and no RUN lease later than two rounds after the job registered
-// (the first grant's lease goes out before the process exists). With
-// --relay=false the same run gets its leases over NATS.
+// (the first grant's lease goes out before the process exists). They
+// register and send every batch through the agent (the uplink): no batch
+// comes from a job's own connection. With --relay=false the same run gets
+// its leases over NATS and the jobs publish their own batches.
 func TestRelay_SubmittedJobsTakeTheirLeasesFromTheAgentNotFromNATS(t *testing.T) {
 	const slack = 2 * time.Second // two rounds: the registration is folded through the log
 	w, jobs, outs := runSharedGPU(t)
@@ -148,12 +166,23 @@ func TestRelay_SubmittedJobsTakeTheirLeasesFromTheAgentNotFromNATS(t *testing.T)
 	if suspends == 0 {
 		t.Errorf("no job was suspended by the agent's SUSPEND:\n%s\n%s", outs[0], outs[1])
 	}
+	for i, out := range outs {
+		if n := strings.Count(out, "through its node agent (the uplink)"); n == 0 || strings.Contains(out, "through its own NATS connection") {
+			t.Errorf("%s did not register through the uplink every time:\n%s", jobs[i], out)
+		}
+	}
+	w.mu.Lock()
+	direct, carried := w.direct, w.carried
+	w.mu.Unlock()
+	if direct != 0 || carried == 0 {
+		t.Errorf("batches on the jobs' events subjects: %d from the jobs' own connections, %d carried by the agent; want all carried", direct, carried)
+	}
 	runs, lateRuns := w.count(protocol.Run, slack)
 	sus, _ := w.count(protocol.Suspend, slack)
 	if lateRuns != 0 || sus != 0 {
 		t.Errorf("on NATS: %d RUN leases later than %v after the job registered, %d SUSPEND; the agent relays them", lateRuns, slack, sus)
 	}
-	t.Logf("relay on: %d suspensions by the agent; on NATS %d RUN (%d late), %d SUSPEND", suspends, runs, lateRuns, sus)
+	t.Logf("relay on: %d suspensions by the agent; on NATS %d RUN (%d late), %d SUSPEND; %d batches carried by the agent", suspends, runs, lateRuns, sus, carried)
 
 	w, jobs, outs = runSharedGPU(t, "--relay=false")
 	runs, lateRuns = w.count(protocol.Run, slack)
@@ -164,11 +193,20 @@ func TestRelay_SubmittedJobsTakeTheirLeasesFromTheAgentNotFromNATS(t *testing.T)
 		if strings.Contains(out, "not granted on node") {
 			t.Errorf("--relay=false: a SUSPEND came from the agent:\n%s", out)
 		}
+		if strings.Contains(out, "(the uplink)") {
+			t.Errorf("--relay=false: %s registered through the uplink:\n%s", jobs[i], out)
+		}
 		for _, r := range w.relayedSays(jobs[i]) {
 			if r {
 				t.Errorf("--relay=false: %s registered with relayed=true", jobs[i])
 			}
 		}
+	}
+	w.mu.Lock()
+	direct, carried = w.direct, w.carried
+	w.mu.Unlock()
+	if direct == 0 || carried != 0 {
+		t.Errorf("--relay=false: %d batches from the jobs' own connections, %d carried by the agent; want all direct", direct, carried)
 	}
 	t.Logf("relay off: on NATS %d RUN (%d late)", runs, lateRuns)
 }

@@ -150,7 +150,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer job.Close()
-	fmt.Fprintf(out, "registered %s (resumed: %v); waiting for a lease\n", job.ID(), job.Resumed())
+	via := "its own NATS connection"
+	if job.Uplinked() {
+		via = "its node agent (the uplink)"
+	}
+	fmt.Fprintf(out, "registered %s through %s (resumed: %v); waiting for a lease\n", job.ID(), via, job.Resumed())
 
 	src := newBatches(c, job)
 	for batch, err := range sdk.Steps(ctx, job, src) {
