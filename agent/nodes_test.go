@@ -156,8 +156,9 @@ var libOnce struct {
 }
 
 // TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent: two runs of
-// examples/pytorch/train.py share one GPU under an agent: both finish, and
-// a restarted run resumes from its checkpoint in the job's directory.
+// examples/pytorch/train.py share one GPU under an agent: both finish, a
+// restarted run resumes from its checkpoint in the job's directory, and
+// every batch of theirs came through the agent's uplink.
 func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
 	const py = "/usr/bin/python3"
 	if exec.Command(py, "-c", "import torch").Run() != nil {
@@ -169,6 +170,7 @@ func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
 	// has not started training by the end of its lease makes no progress.
 	// Gavel time-shares the GPU between the two jobs round by round.
 	c := newCluster(t, "--gpus", "1", "--round", "5s", "--policy", "gavel")
+	w := watchLeases(t, c)
 	c.startAgent("node-0", 1)
 	env := []string{"--env", "PYTHONPATH=" + filepath.Join(repo, "bindings", "python"), "--env", "SHOCKWAVE_LIBRARY=" + lib}
 	// Each run trains for about 20 s, so the first cannot finish before the
@@ -192,6 +194,13 @@ func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
 	}
 	if restarted == 0 {
 		t.Errorf("no run restarted from its checkpoint:\n%s\n%s", c.output(jobs[0]), c.output(jobs[1]))
+	}
+	// libshockwave.so under Python takes the agent's uplink as the Go SDK does
+	w.mu.Lock()
+	direct, carried := w.direct, w.carried
+	w.mu.Unlock()
+	if direct != 0 || carried == 0 {
+		t.Errorf("batches: %d from the jobs' own connections, %d carried by the agent; want all carried", direct, carried)
 	}
 }
 
