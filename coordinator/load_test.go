@@ -646,27 +646,41 @@ func startLoadTrace(t *testing.T, dir string) (stop func()) {
 
 // logLateAfterTicks says when, after the latest round's tick, the batches
 // over 10 ms were sent: bunched right after the ticks, they wait on the
-// rounds' work; spread evenly, on something else.
+// rounds' work; spread evenly, on something else. The first second is cut
+// into tenths.
 func logLateAfterTicks(t *testing.T, late []time.Time, phases []roundTimes, round time.Duration) {
 	if len(late) == 0 || len(phases) == 0 {
 		return
 	}
-	const buckets = 10
-	var n [buckets + 1]int // the last: before any tick
+	edges := []time.Duration{}
+	for d := 100 * time.Millisecond; d < time.Second; d += 100 * time.Millisecond {
+		edges = append(edges, d)
+	}
+	edges = append(edges, time.Second, round/2, round)
+	n := make([]int, len(edges)+1) // the last: before any tick
 	for _, at := range late {
-		i := buckets
+		i := len(edges)
 		for _, p := range phases {
 			if !p.Fired.After(at) {
-				i = min(buckets-1, int(at.Sub(p.Fired)*buckets/round))
+				d := at.Sub(p.Fired)
+				i = len(edges) - 1
+				for k, e := range edges {
+					if d < e {
+						i = k
+						break
+					}
+				}
 			}
 		}
 		n[i]++
 	}
 	var b strings.Builder
-	for i := range buckets {
-		fmt.Fprintf(&b, " %.1f–%.1fs %.0f%%;", (round * time.Duration(i) / buckets).Seconds(), (round * time.Duration(i+1) / buckets).Seconds(), 100*float64(n[i])/float64(len(late)))
+	from := time.Duration(0)
+	for k, e := range edges {
+		fmt.Fprintf(&b, " %.1f–%.1fs %.0f%%;", from.Seconds(), e.Seconds(), 100*float64(n[k])/float64(len(late)))
+		from = e
 	}
-	t.Logf("  batches over 10 ms by when they were sent after the round's tick:%s before the first tick %d", b.String(), n[buckets])
+	t.Logf("  batches over 10 ms by when they were sent after the round's tick:%s before the first tick %d", b.String(), n[len(edges)])
 	// the tenths of a second with the most of them
 	by := map[time.Time]int{}
 	for _, at := range late {
