@@ -118,25 +118,39 @@ func (a *admission) spendRegistration(client string, now time.Time) error {
 	if a.rate == nil || len(a.rate) >= maxClients {
 		a.rate = map[string]*budget{}
 	}
-	t := float64(now.UnixNano()) / 1e9
-	b := a.rate[client]
-	if b == nil {
-		b = &budget{tokens: registerBurst, at: t}
-		a.rate[client] = b
-	}
-	b.tokens = min(registerBurst, b.tokens+(t-b.at)*registerRate)
-	b.at = t
-	if b.tokens < 1 {
+	if !budgetOf(a.rate, client, seconds(now), registerBurst).take(seconds(now), registerRate, registerBurst, 1) {
 		return fmt.Errorf("coordinator: this client sent more than %d registrations at once (%d/s on average); retry later", registerBurst, registerRate)
 	}
-	b.tokens--
 	return nil
 }
 
-// budget is a job's token bucket of events.
+// budget is a token bucket: of a job's events (in log time), a client's
+// registrations or a node's uplink messages (in wall time).
 type budget struct {
 	tokens float64
-	at     float64 // log time of the last refill
+	at     float64 // time of the last refill
+}
+
+// budgetOf returns m's bucket for key, made full at t if it is new.
+func budgetOf(m map[string]*budget, key string, t, burst float64) *budget {
+	b := m[key]
+	if b == nil {
+		b = &budget{tokens: burst, at: t}
+		m[key] = b
+	}
+	return b
+}
+
+// take refills b up to t at rate (at most burst), then takes n tokens if
+// it holds them.
+func (b *budget) take(t, rate, burst, n float64) bool {
+	b.tokens = min(burst, b.tokens+(t-b.at)*rate)
+	b.at = t
+	if b.tokens < n {
+		return false
+	}
+	b.tokens -= n
+	return true
 }
 
 // spend takes the events of the batch r from job's budget. Only jobs the
@@ -146,18 +160,9 @@ func (f *fold) spend(job string, r record) error {
 	if _, ok := f.core.jobs[job]; !ok {
 		return nil
 	}
-	b := f.budgets[job]
-	if b == nil {
-		b = &budget{tokens: eventBurst, at: f.now}
-		f.budgets[job] = b
-	}
-	b.tokens = min(eventBurst, b.tokens+(f.now-b.at)*eventRate)
-	b.at = f.now
-	n := countEvents(r.Data)
-	if b.tokens < float64(n) {
+	if !budgetOf(f.budgets, job, f.now, eventBurst).take(f.now, eventRate, eventBurst, float64(countEvents(r.Data))) {
 		return fmt.Errorf("coordinator: job %s exceeded its event budget (%d events/s, bursts of %d)", job, eventRate, eventBurst)
 	}
-	b.tokens -= float64(n)
 	return nil
 }
 

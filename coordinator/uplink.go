@@ -97,19 +97,7 @@ func (u *uplinkState) spend(node string, now time.Time) bool {
 	if u.budgets == nil || len(u.budgets) > maxClients {
 		u.budgets = map[string]*budget{}
 	}
-	t := float64(now.UnixNano()) / 1e9
-	b := u.budgets[node]
-	if b == nil {
-		b = &budget{tokens: uplinkBurst, at: t}
-		u.budgets[node] = b
-	}
-	b.tokens = min(uplinkBurst, b.tokens+(t-b.at)*uplinkRate)
-	b.at = t
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return budgetOf(u.budgets, node, seconds(now), uplinkBurst).take(seconds(now), uplinkRate, uplinkBurst, 1)
 }
 
 // onAgentRegister takes a registration an agent carries for one of its

@@ -365,22 +365,30 @@ func TestLeaseFD_ADescriptorThatIsNotAPipeIsNotRead(t *testing.T) {
 }
 
 func TestLeaseFD_AMalformedVariableIsAnErrorNamingIt(t *testing.T) {
+	malformedFDVariable(t, sdk.EnvLeaseFD, "3", "x:5", "3:", "3:y", "1:5", "-4:5", "3:0", "3:5:6")
+}
+
+// malformedFDVariable checks that each value of the descriptor variable
+// env makes Register fail with an error naming the variable and the value,
+// and that nothing reaches the coordinator.
+func malformedFDVariable(t *testing.T, env string, values ...string) *sdktest.Coordinator {
 	c := sdktest.Start(t, sdktest.Config{Round: time.Hour})
-	for _, v := range []string{"3", "x:5", "3:", "3:y", "1:5", "-4:5", "3:0", "3:5:6"} {
-		t.Setenv(sdk.EnvLeaseFD, v)
+	for _, v := range values {
+		t.Setenv(env, v)
 		j, err := sdk.Register(context.Background(), append(baseOptions(c, "malformed"), sdk.WithEpochs(10))...)
 		if err == nil {
 			j.Close()
-			t.Errorf("%s=%q: registered", sdk.EnvLeaseFD, v)
+			t.Errorf("%s=%q: registered", env, v)
 			continue
 		}
-		if !strings.Contains(err.Error(), sdk.EnvLeaseFD) || !strings.Contains(err.Error(), strconv.Quote(v)) {
-			t.Errorf("%s=%q: error %q names neither the variable nor the value", sdk.EnvLeaseFD, v, err)
+		if !strings.Contains(err.Error(), env) || !strings.Contains(err.Error(), strconv.Quote(v)) {
+			t.Errorf("%s=%q: error %q names neither the variable nor the value", env, v, err)
 		}
 	}
 	if _, ok := c.Job("malformed"); ok {
 		t.Error("a refused job reached the coordinator")
 	}
+	return c
 }
 
 func TestLeaseFD_CloseEndsTheReaderAndEndOfFileTurnsRelayOff(t *testing.T) {

@@ -121,22 +121,7 @@ func TestUplink_ADescriptorThatIsNotTheAgentsSocketIsNotUsed(t *testing.T) {
 }
 
 func TestUplink_AMalformedVariableIsAnErrorNamingIt(t *testing.T) {
-	c := sdktest.Start(t, sdktest.Config{Round: time.Hour})
-	for _, v := range []string{"4", "x:5", "4:", "2:5", "4:0", "4:5:6"} {
-		t.Setenv(sdk.EnvUplinkFD, v)
-		j, err := sdk.Register(context.Background(), append(baseOptions(c, "malformed"), sdk.WithEpochs(10))...)
-		if err == nil {
-			j.Close()
-			t.Errorf("%s=%q: registered", sdk.EnvUplinkFD, v)
-			continue
-		}
-		if !strings.Contains(err.Error(), sdk.EnvUplinkFD) || !strings.Contains(err.Error(), strconv.Quote(v)) {
-			t.Errorf("%s=%q: error %q names neither the variable nor the value", sdk.EnvUplinkFD, v, err)
-		}
-	}
-	if _, ok := c.Job("malformed"); ok {
-		t.Error("a refused job reached the coordinator")
-	}
+	c := malformedFDVariable(t, sdk.EnvUplinkFD, "4", "x:5", "4:", "2:5", "4:0", "4:5:6")
 	// WithoutUplink does not read it.
 	j, err := sdk.Register(context.Background(), append(baseOptions(c, "refusing"), sdk.WithEpochs(10), sdk.WithoutUplink())...)
 	if err != nil {
