@@ -103,25 +103,36 @@ func TestRelay_CloseEndsAWriteBlockedOnAFullPipe(t *testing.T) {
 	x.close() // idempotent
 }
 
+// describeFD prints what descriptor fd of a started process is, against
+// the variable env that should name it ("FD:INODE"): "fdN=closed",
+// "fdN=other", "fdN=<kind> env=... inode=..." (another inode) or
+// "fdN=<kind> env=inode", and reports whether it is the one named.
+func describeFD(fd int, env string, mode uint32, kind string) bool {
+	var st syscall.Stat_t
+	v, set := os.LookupEnv(env)
+	switch {
+	case syscall.Fstat(fd, &st) != nil:
+		fmt.Printf("fd%d=closed env=%v\n", fd, set)
+		return false
+	case st.Mode&syscall.S_IFMT != mode:
+		fmt.Printf("fd%d=other env=%v\n", fd, set)
+		return false
+	case v != strconv.Itoa(fd)+":"+strconv.FormatUint(st.Ino, 10):
+		fmt.Printf("fd%d=%s env=%q inode=%d\n", fd, kind, v, st.Ino)
+		return false
+	}
+	fmt.Printf("fd%d=%s env=inode\n", fd, kind)
+	return true
+}
+
 // RelayChild is the process the relay tests start through the agent (the
 // test binary again, run by TestMain in harness_test.go when
 // $AGENT_RELAY_CHILD is set): it prints what its descriptor 3 is, then
 // every line read from it, then "eof".
 func RelayChild() int {
-	var st syscall.Stat_t
-	v, set := os.LookupEnv(protocol.EnvLeaseFD)
-	switch {
-	case syscall.Fstat(leaseFD, &st) != nil:
-		fmt.Printf("fd3=closed env=%v\n", set)
-		return 0
-	case st.Mode&syscall.S_IFMT != syscall.S_IFIFO:
-		fmt.Printf("fd3=other env=%v\n", set)
-		return 0
-	case v != "3:"+strconv.FormatUint(st.Ino, 10):
-		fmt.Printf("fd3=pipe env=%q inode=%d\n", v, st.Ino)
+	if !describeFD(leaseFD, protocol.EnvLeaseFD, syscall.S_IFIFO, "pipe") {
 		return 0
 	}
-	fmt.Println("fd3=pipe env=inode")
 	if os.Getenv("AGENT_RELAY_CHILD") == "exit" {
 		return 0
 	}

@@ -37,20 +37,9 @@ import (
 // process that inherits the socket and outlives it, prints its pid, and
 // exits.
 func UplinkChild() int {
-	var st syscall.Stat_t
-	v, set := os.LookupEnv(protocol.EnvUplinkFD)
-	switch {
-	case syscall.Fstat(uplinkFD, &st) != nil:
-		fmt.Printf("fd4=closed env=%v\n", set)
-		return 0
-	case st.Mode&syscall.S_IFMT != syscall.S_IFSOCK:
-		fmt.Printf("fd4=other env=%v\n", set)
-		return 0
-	case v != "4:"+strconv.FormatUint(st.Ino, 10):
-		fmt.Printf("fd4=socket env=%q inode=%d\n", v, st.Ino)
+	if !describeFD(uplinkFD, protocol.EnvUplinkFD, syscall.S_IFSOCK, "socket") {
 		return 0
 	}
-	fmt.Println("fd4=socket env=inode")
 	if os.Getenv("AGENT_UPLINK_CHILD") == "grandchild" {
 		cmd := exec.Command("sleep", "60") // inherits descriptor 4: it is not close-on-exec here
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
