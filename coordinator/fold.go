@@ -259,7 +259,6 @@ func (f *fold) events(job string, r record) outcome {
 		o.reject("subject_mismatch", fmt.Errorf("coordinator: batch of job %q published on the subject of job %q", b.Job, job))
 		return o
 	}
-
 	for i := range b.Events {
 		l, err := f.core.Deliver(f.now, &b.Events[i])
 		if err != nil {

@@ -293,6 +293,9 @@ func (f *fold) holds(rep *protocol.AgentReport) bool {
 func (f *fold) afterTick() {
 	f.run.afterTick(f.leases)
 	for job, l := range f.leases {
+		if _, ok := f.run.subs[job]; !ok {
+			continue // only agents' jobs are vouched for (uplink.go)
+		}
 		nodes := f.run.last[job][:0]
 		for _, d := range f.leaseNodes(l) {
 			nodes = append(nodes, d.Node)
