@@ -19,6 +19,9 @@ var seeds = []string{
 	`{"v":1,"job":"x","events":null}`, `{"v":1,"job":"` + string(rune(0)) + `"}`,
 	`{"v":1,"job":"j","model":"m","workers":1,"batch_size":1,"dataset_size":1,"total_steps":1,"schedule":{"batch_sizes":[1,2],"epoch_seconds":[1,1e309]}}`,
 	`{"v":1,"error":{"code":"conflict","message":"x"}}`,
+	`{"v":1,"op":"events","data":` + goodBatch + `}`, `{"v":1,"op":"register","id":7,"data":` + goodRegister + `}`,
+	`{"v":1,"op":"flush","id":1}`, `{"v":1,"op":"reply","id":3,"data":{"v":1,"job":"j"}}`, `{"v":1,"op":"reconnected"}`,
+	`{"v":1,"op":"reply","id":2,"error":{"code":"unavailable","message":"x"}}`,
 	`{"v":1,"job":"j","state":"lost","round_seconds":120,"round":3,"now":1700000000,"last_seq":9,"steps_done":5,"epoch":0}`,
 	`{"v":1,"round":2,"log_seq":40,"jobs":[{"job":"a","state":"active","model":"m","workers":1,"batch_size":32,"steps_done":1,"total_steps":2,"epoch":0,"throughput":1,"run_time_s":1,"submit_time":0,"admit_time":0,"last_run_round":1,"failed_leases":0,"last_seq":3}],"plan":{"round":1,"run":["a"],"solved":true}}`,
 }
@@ -74,6 +77,14 @@ func FuzzDecodeRegisterReply(f *testing.F) {
 
 func FuzzDecodeStatusRequest(f *testing.F) {
 	fuzzDecoder(f, protocol.DecodeStatusRequest, (*protocol.StatusRequest).Validate)
+}
+
+func FuzzDecodeUplinkRequest(f *testing.F) {
+	fuzzDecoder(f, protocol.DecodeUplinkRequest, (*protocol.UplinkRequest).Validate)
+}
+
+func FuzzDecodeUplinkAnswer(f *testing.F) {
+	fuzzDecoder(f, protocol.DecodeUplinkAnswer, (*protocol.UplinkAnswer).Validate)
 }
 
 func FuzzDecodeStatusReply(f *testing.F) {
