@@ -48,17 +48,15 @@ func (s *Service) subscribeAgents() ([]*nats.Subscription, error) {
 	// registrations (a few thousand at a rotation round's start at 10,000
 	// jobs) and its event batches (one per running job a second) do not
 	// wait behind each other or behind heartbeats.
-	agent := s.subj.Prefix + ".agent.*."
-	for subj, h := range map[string]nats.MsgHandler{
-		agent + "join":      s.onAgent,
-		agent + "heartbeat": s.onAgent,
-		agent + "report":    s.onAgent,
-		agent + "creds":     s.onAgent,
-		agent + "register":  s.onAgent,
-		agent + "events":    s.onAgent,
-		s.subj.Submit():     s.onSubmit,
-		s.subj.Cancel():     s.onCancel,
-	} {
+	handlers := map[string]nats.MsgHandler{
+		s.subj.AgentEvents("*"): s.onAgent,
+		s.subj.Submit():         s.onSubmit,
+		s.subj.Cancel():         s.onCancel,
+	}
+	for _, verb := range agentRequests {
+		handlers[s.subj.Prefix+".agent.*."+verb] = s.onAgent
+	}
+	for subj, h := range handlers {
 		sub, err := s.nc.Subscribe(subj, h)
 		if err != nil {
 			for _, o := range subs {

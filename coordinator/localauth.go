@@ -209,7 +209,10 @@ func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
 	// subject, so a job could make the server publish into any subject here,
 	// the log's and the JetStream API's included (docs/scale.md, session 7;
 	// the probe that showed it is described there).
-	services := []string{subj.Register(), subj.AllEvents(), subj.AgentAll("*")}
+	services := []string{subj.Register(), subj.AllEvents()}
+	for _, verb := range agentRequests {
+		services = append(services, subj.Prefix+".agent.*."+verb)
+	}
 	if a.mode == AuthNone {
 		services = append(services, subj.Status(), subj.Submit(), subj.Cancel())
 	}
@@ -234,6 +237,23 @@ func (a *localAuth) link(s *server.Server, subj protocol.Subjects) error {
 			return fmt.Errorf("coordinator: import %s: %w", sub, err)
 		}
 	}
+	// The agents' event batches (the uplink) come into this account as a
+	// stream: no sender identity is built for each (the service import's
+	// cost per message), and the reply subject a publisher chose reaches
+	// only the coordinator's events handler, which never answers and
+	// writes the batch into the log as a new message without it; the log
+	// does not capture the agent subjects. The request verbs above stay
+	// services.
+	if err := jobs.AddStreamExport(subj.AgentEvents("*"), []*server.Account{g}); err != nil {
+		return fmt.Errorf("coordinator: export %s: %w", subj.AgentEvents("*"), err)
+	}
+	if err := g.AddStreamImport(jobs, subj.AgentEvents("*"), ""); err != nil {
+		return fmt.Errorf("coordinator: import %s: %w", subj.AgentEvents("*"), err)
+	}
 	a.jobs, a.linkOK = jobs, true
 	return nil
 }
+
+// agentRequests are the agent verbs that are requests (agents.go); the
+// uplink's events are published.
+var agentRequests = []string{"join", "heartbeat", "report", "creds", "register"}

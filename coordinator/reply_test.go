@@ -124,3 +124,90 @@ func TestCreds_AnEventBatchsReplySubjectReachesNeitherTheLogNorTheJetStreamAPI(t
 	job, _ := jobClient(t, e, "r")
 	testEventRepliesStayInTheJobsAccount(t, e, job, "r")
 }
+
+// testAgentEventRepliesGoNowhere: a node agent (in none and token mode a
+// client of the jobs' account, like the jobs) publishes its job's batches
+// on its node's events subject with replies naming the log and the
+// JetStream API. They arrive in the coordinator's account as a stream,
+// with the reply, but only the events handler listens there, and it never
+// answers: nothing reaches the targets, and the log holds every batch.
+func testAgentEventRepliesGoNowhere(t *testing.T, e *env, agent *nats.Conn) {
+	t.Helper()
+	n0 := joinRelayAgent(t, e, agent, "n0", 1, true)
+	submitRelayJob(t, e, e.coordClient(), "a") // token mode: submitting takes the admin secret
+	placedNode(t, "a", map[string]*relayAgent{"n0": n0})
+	reg := newJob("a", 1)
+	reg.Relayed = true
+	if rep := agentRegister(t, agent, e.subj, "n0", reg); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	targets := replyTargets(e)
+	coord := e.coordClient()
+	var seen atomic.Int64
+	for _, subject := range targets {
+		sub, err := coord.Subscribe(subject, func(*nats.Msg) { seen.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+	}
+	if err := coord.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	for round := range 3 {
+		for _, reply := range targets {
+			seq++
+			ev := heartbeat(seq, int64(round))
+			ev.V, ev.Job = protocol.Version, "a"
+			m := &nats.Msg{Subject: e.subj.AgentEvents("n0"), Reply: reply, Header: nats.Header{},
+				Data: mustJSON(t, protocol.Batch{V: protocol.Version, Job: "a", Events: []protocol.Event{ev}})}
+			m.Header.Set(protocol.HdrJob, "a")
+			if err := agent.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually(t, 10*time.Second, "every batch folded", func() bool {
+		row, ok := jobRow(status(t, coord, e.subj), "a")
+		return ok && row.LastSeq == seq
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := seen.Load(); n > 0 {
+		t.Errorf("%d messages reached a reply target in the coordinator's account", n)
+	}
+	batches := 0
+	for _, m := range logRecords(t, e) {
+		if strings.Contains(m.Subject, "forged") || strings.Contains(m.Subject, ".agent.") {
+			t.Errorf("the log captured %s: %s", m.Subject, m.Data)
+		}
+		if m.Subject == e.subj.Events("a") {
+			batches++
+		}
+	}
+	if batches != int(seq) {
+		t.Errorf("the log holds %d of the %d batches the agent carried", batches, seq)
+	}
+}
+
+func TestNoneMode_AnAgentsBatchReplySubjectReachesNeitherTheLogNorTheJetStreamAPI(t *testing.T) {
+	e := newEnv(t, 0, func(ec *EmbeddedConfig, sc *ServiceConfig) {
+		sc.Core.Dynamic, sc.Policy = true, "shockwave"
+		noCompaction(ec, sc)
+	})
+	testAgentEventRepliesGoNowhere(t, e, e.client())
+}
+
+func TestTokenMode_AnAgentsBatchReplySubjectReachesNeitherTheLogNorTheJetStreamAPI(t *testing.T) {
+	e := newEnv(t, 0, func(ec *EmbeddedConfig, sc *ServiceConfig) {
+		ec.Auth, ec.Token, ec.DontListen, ec.Listen = AuthToken, "job-token", false, "127.0.0.1:-1"
+		sc.Core.Dynamic, sc.Policy = true, "shockwave"
+		noCompaction(ec, sc)
+	})
+	agent, err := nats.Connect(e.emb.ClientURL(), nats.Token("job-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Close)
+	testAgentEventRepliesGoNowhere(t, e, agent)
+}
