@@ -240,3 +240,67 @@ func TestRunnerState_ADamagedLastGrantIsRefused(t *testing.T) {
 		t.Fatalf("round trip: %v, %v", err, back.last)
 	}
 }
+
+// TestUplink_ARegistrationThatChangesNothingIsAnsweredWithoutALogRecord:
+// a process of an adopted submitted job that starts again (after a
+// suspension) registers through its agent with what the log already holds;
+// the loop answers it from the state, and the log gets no record. One
+// that changes something (the relayed flag here) is logged, and a restart
+// folds the same state.
+func TestUplink_ARegistrationThatChangesNothingIsAnsweredWithoutALogRecord(t *testing.T) {
+	e := newEnv(t, 0, func(ec *EmbeddedConfig, s *ServiceConfig) {
+		s.Core.Dynamic, s.Policy = true, "shockwave"
+		noCompaction(ec, s)
+	})
+	nc := e.client()
+	agents := map[string]*relayAgent{"n0": joinRelayAgent(t, e, nc, "n0", 1, true)}
+	submitRelayJob(t, e, nc, "a")
+	on, _ := placedNode(t, "a", agents)
+	registers := func() int {
+		n := 0
+		for _, m := range logRecords(t, e) {
+			if m.Subject == e.subj.Prefix+"."+logRegister {
+				n++
+			}
+		}
+		return n
+	}
+	reg := newJob("a", 1)
+	reg.Relayed = true
+	first := agentRegister(t, nc, e.subj, on, reg)
+	if first.Error != nil || first.Resumed {
+		t.Fatalf("adoption: %+v", first)
+	}
+	agentEvents(t, nc, e.subj, on, "a", "a", progress(1, 100, 100, 1))
+	eventually(t, 5*time.Second, "the batch is applied", func() bool {
+		r, _ := jobRow(status(t, nc, e.subj), "a")
+		return r.LastSeq == 1
+	})
+	if n := registers(); n != 1 {
+		t.Fatalf("%d register records after the adoption, want 1", n)
+	}
+	again := agentRegister(t, nc, e.subj, on, reg)
+	if again.Error != nil || !again.Resumed || again.Job != "a" || again.LastSeq != 1 || again.StepsDone != 100 || again.State != "active" {
+		t.Fatalf("the same registration again: %+v, want a resumed reply with the job's progress", again)
+	}
+	if n := registers(); n != 1 {
+		t.Errorf("%d register records after a registration that changes nothing, want still 1", n)
+	}
+	if n := counterValue(t, e.reg, "shockwave_registrations_total", "result", "unchanged"); n != 1 {
+		t.Errorf("registrations answered from the state: %v, want 1", n)
+	}
+	reg.Relayed = false
+	if rep := agentRegister(t, nc, e.subj, on, reg); rep.Error != nil || !rep.Resumed {
+		t.Fatalf("a registration that changes the relayed flag: %+v", rep)
+	}
+	if n := registers(); n != 2 {
+		t.Errorf("%d register records after a registration that changes the relayed flag, want 2", n)
+	}
+	before, _ := jobRow(status(t, nc, e.subj), "a")
+	e.stopService()
+	e.startService()
+	after, _ := jobRow(status(t, e.client(), e.subj), "a")
+	if after.State != before.State || after.LastSeq != before.LastSeq || after.StepsDone != before.StepsDone {
+		t.Errorf("after a restart: %+v, before %+v", after, before)
+	}
+}
