@@ -33,8 +33,7 @@ type agentRequest struct {
 	msg  *nats.Msg
 	node string
 	verb string
-	job  string             // creds: the job
-	reg  *protocol.Register // register: the registration (uplink.go)
+	job  string // creds: the job
 }
 
 // agentState is the loop's view of node liveness.
@@ -259,8 +258,6 @@ func (s *Service) answerAgent(req agentRequest) {
 			rep.State = st.State
 		}
 		go s.respond(m, rep)
-	case "register":
-		s.answerAgentRegister(req)
 	case "retry-leave":
 		delete(s.agents.leaving, req.node)
 	case "heartbeat":

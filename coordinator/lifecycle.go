@@ -96,18 +96,6 @@ func (c *Core) Enroll(now float64, r *protocol.Register) (resumed bool, err erro
 	return true, nil
 }
 
-// Unchanged reports whether registering r again would change nothing the
-// log needs: r names an adopted submitted job that is pending or active,
-// with the identity it has, on no node. Enroll would then only move the
-// job's last-heard time and the clock, which its next event batch moves
-// as well, so such a registration is answered from the state without a
-// record (uplink.go).
-func (c *Core) Unchanged(r *protocol.Register) bool {
-	j, ok := c.jobs[r.Job]
-	return ok && j.managed && j.adopted && (j.state == Active || j.state == Pending) && r.Node == "" && j.node == "" &&
-		len(r.Visible) == 0 && len(j.visible) == 0 && r.Validate() == nil && j.ident == identityOf(r)
-}
-
 // Deliver folds one job event into the job's state, like Apply, and also
 // accepts events of pending and lost jobs: their progress, batch size and
 // run time are recorded without telling the policy (it does not track

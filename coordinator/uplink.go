@@ -117,36 +117,6 @@ func (s *Service) onAgentRegister(m *nats.Msg, node string) {
 		fail(protocol.CodeRejected, reason, err)
 		return
 	}
-	// The loop answers a registration that changes nothing from the state
-	// (answerAgentRegister); the others go to the log.
-	select {
-	case s.agentq <- agentRequest{msg: m, node: node, verb: "register", job: r.Job, reg: r}:
-	default:
-		s.appendAgentRegister(m, node)
-	}
-}
-
-// answerAgentRegister answers, on the loop, a registration an agent
-// carried that changes nothing (a job's process started again after a
-// suspension: most of a rotation round's registrations), from the state
-// and without a log record, as a heartbeat is answered; the others it
-// appends to the log.
-func (s *Service) answerAgentRegister(req agentRequest) {
-	if rep, ok := s.fold.quietRegister(req.reg, req.node); ok && s.live {
-		s.m.registrations.WithLabelValues("unchanged").Inc()
-		s.enqueueLeases(leaseBatch{reply: req.msg.Reply, answer: rep, job: req.job})
-		return
-	}
-	s.appendAgentRegister(req.msg, req.node)
-}
-
-// appendAgentRegister appends an agent's registration to the log, marked
-// with its node; the loop answers it once folded.
-func (s *Service) appendAgentRegister(m *nats.Msg, node string) {
-	fail := func(err error) {
-		s.m.registrations.WithLabelValues("rejected_unavailable").Inc()
-		s.respond(m, protocol.RegisterReply{V: protocol.Version, Error: protocol.ErrorOf(protocol.CodeUnavailable, err)})
-	}
 	hdr := nats.Header{}
 	hdr.Set(hdrReply, m.Reply)
 	hdr.Set(hdrVia, node)
@@ -154,22 +124,9 @@ func (s *Service) appendAgentRegister(m *nats.Msg, node string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := s.append(ctx, s.subj.Prefix+"."+logRegister, m.Data, hdr); err != nil {
-			fail(err)
+			fail(protocol.CodeUnavailable, "unavailable", err)
 		}
 	}()
-}
-
-// quietRegister is the reply to a registration via an agent (via: its
-// node) that would change nothing: the agent speaks for the job, the
-// relayed flag is the one the log holds, and the Core says nothing else
-// would move (Core.Unchanged). Not while a round is open: a registration
-// then waits for the round's close like any record, so that its reply
-// carries the new round's lease.
-func (f *fold) quietRegister(reg *protocol.Register, via string) (*protocol.RegisterReply, bool) {
-	if f.core == nil || f.open != nil || f.vouches(via, reg.Job) != nil || f.relayedReg[reg.Job] != reg.Relayed || !f.core.Unchanged(reg) {
-		return nil, false
-	}
-	return f.answer(reg.Job, true), true
 }
 
 var errNotVouched = errors.New("coordinator: the job's grant does not include the node whose agent sent this")
