@@ -460,6 +460,13 @@ func (u *uplink) register(req *protocol.UplinkRequest) {
 			err = fmt.Errorf("the coordinator's reply is not a JSON object (%d bytes)", len(m.Data))
 		}
 	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		u.h.stats.failed.Add(1)
+		u.log.Warn().Str("subject", u.h.subj.AgentRegister(u.h.node)).
+			Msg("no coordinator takes registrations through agents (older than this agent?); the process connects itself")
+		u.reply(req.ID, nil, protocol.CodeNoUplink, fmt.Errorf("agent %s: nothing answers on %s: register directly", u.h.node, u.h.subj.AgentRegister(u.h.node)))
+		return
+	}
 	if err != nil {
 		u.h.stats.failed.Add(1)
 		u.log.Debug().Err(err).Msg("uplink registration not forwarded")

@@ -108,6 +108,7 @@ type fakeCoord struct {
 	subj    protocol.Subjects
 	desired protocol.NodeDesired
 	reply   func(r protocol.Register) []byte // the answer to a registration
+	subs    map[string]*nats.Subscription     // by subject
 
 	mu        sync.Mutex
 	registers []*nats.Msg
@@ -154,10 +155,13 @@ func newFakeCoord(t *testing.T, url string, jobs ...protocol.Assignment) *fakeCo
 			_ = m.Respond(reply(r))
 		},
 	}
+	c.subs = map[string]*nats.Subscription{}
 	for subject, cb := range subs {
-		if _, err := nc.Subscribe(subject, cb); err != nil {
+		sub, err := nc.Subscribe(subject, cb)
+		if err != nil {
 			t.Fatal(err)
 		}
+		c.subs[subject] = sub
 	}
 	if _, err := nc.ChanSubscribe(c.subj.AgentEvents("n0"), c.events); err != nil {
 		t.Fatal(err)

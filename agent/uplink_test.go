@@ -50,6 +50,26 @@ func TestUplink_RegisterAndEventsAreForwardedOnTheNodesSubjects(t *testing.T) {
 	}
 }
 
+// TestUplink_WithNobodyOnTheRegisterSubjectTheProcessIsToldToConnectItself:
+// under a coordinator that takes no registrations on the node's subject
+// (older than the agent), a register is answered no_uplink, not
+// unavailable (which the SDK would retry for ever), so the SDK registers
+// over NATS.
+func TestUplink_WithNobodyOnTheRegisterSubjectTheProcessIsToldToConnectItself(t *testing.T) {
+	srv := natsServer(t, -1)
+	url := srv.ClientURL()
+	c := newFakeCoord(t, url, uplinkJob(t, "j", 0, 1, line("register", 1, registerData(t, "j"))))
+	if err := c.subs[c.subj.AgentRegister("n0")].Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e := startUplinkAgent(t, c, url, nil)
+	as := answers(t, waitOutput(t, e.a, "j", 2))
+	wantReply(t, as[0], 1, protocol.CodeNoUplink)
+}
+
 func TestUplink_LinesNamingAnotherJobAreRefusedAndNothingIsForwarded(t *testing.T) {
 	srv := natsServer(t, -1)
 	var resident protocol.Register

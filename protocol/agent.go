@@ -77,6 +77,12 @@ type AgentReply struct {
 // log): the agent joins again.
 const CodeUnknownNode ErrorCode = "unknown_node"
 
+// CodeNoUplink answers an uplink registration that no coordinator takes on
+// the agent's node subject (one older than the uplink, or none leading at
+// that moment): the process registers over a NATS connection of its own
+// instead (uplink.go).
+const CodeNoUplink ErrorCode = "no_uplink"
+
 // NodeDesired is what the coordinator wants running on one node.
 type NodeDesired struct {
 	V     int     `json:"v"`

@@ -21,6 +21,10 @@ import (
 //	flush     answered once every earlier line of this process has
 //	          reached the NATS server (the agent's connection flushed)
 //
+// A register that nothing answers on the agent's node subject (a
+// coordinator older than the uplink) is answered with CodeNoUplink: the
+// SDK then closes the uplink and connects to NATS itself.
+//
 // The agent answers "reconnected" (no ID) when its own connection to NATS
 // came back after an outage: the SDK registers again and sends again what
 // the coordinator does not hold, as after its own reconnection.

@@ -158,6 +158,14 @@ func Register(ctx context.Context, opts ...Option) (*Job, error) {
 	rctx, cancel := context.WithTimeout(ctx, o.registerTimeout)
 	defer cancel()
 	rep, err := j.registerOnce(rctx, j.registration(), true)
+	if errors.Is(err, errNoUplink) {
+		if err = j.leaveUplink(); err == nil {
+			rep, err = j.registerOnce(rctx, j.registration(), true)
+		} else {
+			j.dropPipe(pipe)
+			return nil, err
+		}
+	}
 	if err != nil {
 		j.dropPipe(pipe)
 		j.dropTransport()

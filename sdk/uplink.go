@@ -375,6 +375,8 @@ func (j *Job) uplinkRegister(ctx context.Context, data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: the agent did not answer the registration on its uplink: %w", ErrRegister, errRetry)
 	case err != nil:
 		return nil, fmt.Errorf("%w: job %s: registering through the agent's uplink: %w", ErrRegister, j.id, err)
+	case a.Error != nil && a.Error.Code == protocol.CodeNoUplink:
+		return nil, fmt.Errorf("%w: job %s: %w: %w", ErrRegister, j.id, errNoUplink, a.Error)
 	case a.Error != nil:
 		err := fmt.Errorf("%w: job %s: the agent could not forward the registration: %w", ErrRegister, j.id, a.Error)
 		if a.Error.Code == protocol.CodeUnavailable {
@@ -385,6 +387,20 @@ func (j *Job) uplinkRegister(ctx context.Context, data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: job %s: the agent's answer to the registration carries no reply", ErrRegister, j.id)
 	}
 	return a.Data, nil
+}
+
+// errNoUplink: the agent found no coordinator that takes registrations
+// through agents (one older than the uplink); the job connects itself.
+var errNoUplink = errors.New("the coordinator takes no registrations through agents")
+
+// leaveUplink gives up the agent's uplink after errNoUplink and opens the
+// job's own NATS connection, as without an agent. The lease pipe stays.
+func (j *Job) leaveUplink() error {
+	j.log.Warn("the coordinator takes no registrations through the agent's uplink (older than the agent?); the job connects to NATS itself",
+		"env", EnvUplinkFD)
+	j.up.release(true)
+	j.up = nil
+	return j.connect()
 }
 
 // uplinkFlush waits until the agent has every earlier line of this process

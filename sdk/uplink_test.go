@@ -100,6 +100,7 @@ type testAgent struct {
 	subj protocol.Subjects
 	down atomic.Bool // its NATS is "down": events are lost, register and flush answered unavailable
 	hold atomic.Bool // registrations are read and never answered
+	old  atomic.Bool // no coordinator takes registrations through agents: answered no_uplink
 	wmu  sync.Mutex
 	mu   sync.Mutex
 	got  []agentLine
@@ -169,6 +170,9 @@ func (a *testAgent) serve(r *protocol.UplinkRequest) {
 		a.record(agentLine{op: r.Op})
 		switch {
 		case a.hold.Load():
+		case a.old.Load():
+			a.answer(protocol.UplinkAnswer{Op: protocol.UplinkReply, ID: r.ID,
+				Error: &protocol.Error{Code: protocol.CodeNoUplink, Message: "nothing answers on the node's register subject"}})
 		case a.down.Load():
 			a.answer(protocol.UplinkAnswer{Op: protocol.UplinkReply, ID: r.ID, Error: unavailable})
 		default:
@@ -280,11 +284,54 @@ type uplinkProc struct {
 func startUplinkProc(t *testing.T, c *sdktest.Coordinator, id string) (p *uplinkProc, refused func() int64) {
 	t.Helper()
 	url, refused := refuser(t)
+	return startUplinkProcOn(t, c, id, url, nil), refused
+}
+
+// startUplinkProcOn starts job id on its lease pipe and uplink with the
+// NATS URL url; setup prepares the agent before the process starts.
+func startUplinkProcOn(t *testing.T, c *sdktest.Coordinator, id, url string, setup func(*testAgent)) *uplinkProc {
+	t.Helper()
 	child, ino, conn := uplinkPair(t)
 	agent := newTestAgent(t, c, conn)
+	if setup != nil {
+		setup(agent)
+	}
 	pp := startJobProc(t, "SDK_UPLINK_CHILD", []string{sdk.EnvURL + "=" + url, sdk.EnvJob + "=" + id,
 		sdk.EnvUplinkFD + "=4:" + strconv.FormatUint(ino, 10)}, 0, child)
-	return &uplinkProc{pipeProc: pp, agent: agent}, refused
+	return &uplinkProc{pipeProc: pp, agent: agent}
+}
+
+// TestUplink_UnderACoordinatorWithoutTheUplinkTheJobConnectsItself: an
+// agent whose coordinator takes no registrations on the node's subject (a
+// coordinator older than the agent) answers no_uplink; the job gives up
+// the uplink, closing it, and registers, reports and flushes over a NATS
+// connection of its own, still taking its leases from the pipe.
+func TestUplink_UnderACoordinatorWithoutTheUplinkTheJobConnectsItself(t *testing.T) {
+	c := sdktest.Start(t, sdktest.Config{Round: 200 * time.Millisecond, JobTimeout: time.Hour})
+	regs := registrations(t, c)
+	p := startUplinkProcOn(t, c, "fallback", c.URL(), func(a *testAgent) { a.old.Store(true) })
+	if got := p.line(t); got != "registered uplinked=false conn=true relayed=true" {
+		t.Fatalf("first line %q, want registered uplinked=false conn=true relayed=true", got)
+	}
+	if r := regs("fallback"); len(r) != 1 || !r[0].Relayed {
+		t.Fatalf("registrations over NATS %+v, want one, relayed", r)
+	}
+	select {
+	case <-p.agent.done: // the job closed its end: the agent's reader saw end of file
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job kept the uplink open after giving it up")
+	}
+	activeJob(t, c, "fallback")
+	if got := p.do(t, "steps 5"); got != "ok" {
+		t.Fatal(got)
+	}
+	if got := p.do(t, "flush"); got != "flush ok" {
+		t.Fatalf("flush over the job's own connection: %s", got)
+	}
+	stepsAre(t, c, "fallback", 5)
+	if n := p.agent.count(protocol.UplinkRegister); n != 1 {
+		t.Errorf("%d registrations through the uplink, want the one answered no_uplink", n)
+	}
 }
 
 // do sends a command and returns the line it printed.
