@@ -108,7 +108,7 @@ type fakeCoord struct {
 	subj    protocol.Subjects
 	desired protocol.NodeDesired
 	reply   func(r protocol.Register) []byte // the answer to a registration
-	subs    map[string]*nats.Subscription     // by subject
+	subs    map[string]*nats.Subscription    // by subject
 
 	mu        sync.Mutex
 	registers []*nats.Msg
