@@ -128,7 +128,9 @@
 // takes the uplink only together with the lease pipe, for a single
 // process (the ranks of a multi-process job talk over NATS), and only when
 // the descriptor is a socket with that inode; otherwise, or with
-// WithoutUplink, it connects to NATS as before. The agent's answer to a
+// WithoutUplink, it connects to NATS as before, and so it does when the
+// agent answers its first registration that no coordinator takes
+// registrations through agents (an older coordinator). The agent's answer to a
 // flush request confirms published events (its connection flushed); when
 // its connection comes back after an outage it says so, and the SDK
 // registers again and sends what the coordinator lacks, as after its own
