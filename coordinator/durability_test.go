@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -51,6 +52,30 @@ func reference(t testing.TB, nc *nats.Conn, prefix string, upTo uint64) (*fold, 
 	return nil, nil
 }
 
+// errCompactedPast: the coordinator, still running, compacted its log past
+// the record a reference was asked for.
+var errCompactedPast = errors.New("the log is compacted past record")
+
+// liveReference is reference for a coordinator that goes on running (and
+// compacting its log each round): it reads the state with read and
+// replays the log up to it, reading the state again when compaction has
+// overtaken the replay (under load the two can be rounds apart).
+func liveReference(t testing.TB, nc *nats.Conn, prefix string, read func() *protocol.StatusReply) (*protocol.StatusReply, *fold, map[int][]protocol.Lease) {
+	t.Helper()
+	var err error
+	for range 50 {
+		st := read()
+		var f *fold
+		var rounds map[int][]protocol.Lease
+		if f, rounds, err = tryReference(nc, prefix, st.LogSeq); err == nil {
+			return st, f, rounds
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal(err)
+	return nil, nil, nil
+}
+
 func tryReference(nc *nats.Conn, prefix string, upTo uint64) (*fold, map[int][]protocol.Lease, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -84,7 +109,7 @@ func tryReference(nc *nats.Conn, prefix string, upTo uint64) (*fold, map[int][]p
 			return nil, nil, err
 		}
 		if snap.Seq > upTo {
-			return nil, nil, fmt.Errorf("the log is compacted past record %d (oldest snapshot at %d)", upTo, snap.Seq)
+			return nil, nil, fmt.Errorf("%w %d (oldest snapshot at %d)", errCompactedPast, upTo, snap.Seq)
 		}
 		if f, err = snap.restore(subj, protocol.DefaultMaxMessageBytes); err != nil {
 			return nil, nil, err
@@ -258,8 +283,8 @@ func TestDurability_AGracefulRestartReplaysToTheStateOfAnUninterruptedRun(t *tes
 	e.close()
 	e.start() // the same data directory
 	eventually(t, 10*time.Second, "three more rounds", func() bool { return e.svc.Health().Rounds >= 3 })
-	st := status(t, e.client(), e.subj)
-	ref, rounds := reference(t, e.coordClient(), e.subj.Prefix, st.LogSeq)
+	client := e.client()
+	st, ref, rounds := liveReference(t, e.coordClient(), e.subj.Prefix, func() *protocol.StatusReply { return status(t, client, e.subj) })
 	sameState(t, st, ref)
 	sameLeases(t, d.seen(), rounds, st.Round)
 	if len(st.Jobs) != len(ids) {

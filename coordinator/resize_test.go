@@ -36,8 +36,7 @@ func TestResize_ARestartWithMoreGPUsIsALoggedClusterEventThatReplays(t *testing.
 		t.Fatal("no cluster record in the log")
 	}
 	stop()
-	st := status(t, nc, e.subj)
-	ref, rounds := reference(t, e.coordClient(), e.subj.Prefix, st.LogSeq)
+	st, ref, rounds := liveReference(t, e.coordClient(), e.subj.Prefix, func() *protocol.StatusReply { return status(t, nc, e.subj) })
 	sameState(t, st, ref)
 	sameLeases(t, d.seen(), rounds, st.Round)
 	if ref.core.GPUs() != 2 {
