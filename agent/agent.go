@@ -123,8 +123,8 @@ type Agent struct {
 	// the agent gives its processes no uplink).
 	uplinks *uplinkHub
 
-	desired chan desiredAt
-	exits   chan exit
+	box   *mailbox // desired states for the loop (mailbox.go)
+	exits chan exit
 	// Owned by Run's loop.
 	last     *desiredAt
 	runs     map[runKey]*run
@@ -171,7 +171,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, subj: subj, log: cfg.Logger.With().Str("node", cfg.Node).Logger(),
 		hello: protocol.AgentHello{V: protocol.Version, Node: cfg.Node, GPUs: cfg.GPUs, Type: cfg.Type, Addr: cfg.Addr,
 			Relay: !cfg.NoRelay},
-		desired: make(chan desiredAt, 16), exits: make(chan exit, 64),
+		box: newMailbox(), exits: make(chan exit, 64),
 		runs: map[runKey]*run{}, finished: map[runKey]bool{}}
 	if !cfg.NoRelay && !cfg.NoUplink {
 		a.uplinks = newUplinkHub(cfg.Conn, subj, cfg.Node, a.log)
@@ -197,7 +197,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Warn().Err(err).Msg("desired state dropped")
 			return
 		}
-		a.offer(ctx, d, false)
+		a.offer(d, false)
 	})
 	if err != nil {
 		return fmt.Errorf("agent: subscribe: %w", err)
@@ -214,8 +214,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			a.stopAll()
 			return nil
-		case d := <-a.desired:
+		case <-a.box.ready:
+			d, ok := a.box.take()
 			switch {
+			case !ok:
 			case d.supersedes(a.last):
 				a.apply(&d)
 			case d.d.Epoch < a.last.d.Epoch:
@@ -234,11 +236,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-func (a *Agent) offer(ctx context.Context, d *protocol.NodeDesired, joined bool) {
-	select {
-	case a.desired <- desiredAt{d: d, at: time.Now(), joined: joined}:
-	case <-ctx.Done():
-	}
+func (a *Agent) offer(d *protocol.NodeDesired, joined bool) {
+	a.box.put(desiredAt{d: d, at: time.Now(), joined: joined})
 }
 
 // request sends v on subject and decodes an AgentReply.
@@ -270,7 +269,7 @@ func (a *Agent) join(ctx context.Context) error {
 		case err == nil:
 			a.log.Info().Int("gpus", a.cfg.GPUs).Msg("joined")
 			if rep.Desired != nil {
-				a.offer(ctx, rep.Desired, true)
+				a.offer(rep.Desired, true)
 			}
 			return nil
 		case errors.As(err, &perr) && perr.Code != protocol.CodeUnavailable:
@@ -301,7 +300,7 @@ func (a *Agent) heartbeats(ctx context.Context) {
 		var perr *protocol.Error
 		switch {
 		case err == nil && rep.Desired != nil:
-			a.offer(ctx, rep.Desired, false)
+			a.offer(rep.Desired, false)
 		case errors.As(err, &perr) && perr.Code == protocol.CodeUnknownNode:
 			a.log.Warn().Msg("the coordinator does not count this node as joined; joining again")
 			if err := a.join(ctx); err != nil && ctx.Err() == nil {

@@ -328,12 +328,13 @@ func (s *Service) desired(node string) *protocol.NodeDesired {
 }
 
 // publishDesired sends every joined node its desired state.
+// The states are built here and sent by the publisher, off the loop, on
+// the connection their node's round states take (publish.go): marshaling
+// and sending 320 of them on the loop held it for about 20 ms, every
+// event waiting behind.
 func (s *Service) publishDesired() {
-	for _, d := range s.desiredStates() {
-		data, _ := json.Marshal(d)
-		if err := s.nc.Publish(s.subj.Desired(d.Node), data); err != nil {
-			s.log.Warn().Err(err).Str("node", d.Node).Msg("cannot publish the desired state")
-		}
+	if d := s.desiredStates(); len(d) > 0 {
+		s.enqueueLeases(leaseBatch{desired: d})
 	}
 }
 

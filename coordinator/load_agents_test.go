@@ -138,10 +138,26 @@ type loadRun struct {
 }
 
 func (a *loadAgent) run() {
+	// Only the latest desired state matters (apply skips older ones), so
+	// a full mailbox drops its oldest: a blocking send here once deadlocked
+	// an agent whose join reply came while its mailbox was full.
 	desired := make(chan *protocol.NodeDesired, 16)
+	offer := func(d *protocol.NodeDesired) {
+		for {
+			select {
+			case desired <- d:
+				return
+			default:
+				select {
+				case <-desired:
+				default:
+				}
+			}
+		}
+	}
 	if _, err := a.nc.Subscribe(a.subj.Desired(a.node), func(m *nats.Msg) {
 		if d, err := protocol.DecodeNodeDesired(m.Data, 64<<20); err == nil {
-			desired <- d
+			offer(d)
 		}
 	}); err != nil {
 		a.t.Error(err)
@@ -162,13 +178,13 @@ func (a *loadAgent) run() {
 			fmt.Fprintf(os.Stderr, "%s: %v; joining again\n", a.node, rep.Error)
 			if m, err := a.nc.Request(a.subj.AgentJoin(a.node), hello, 10*time.Second); err == nil {
 				if rep, err := protocol.DecodeAgentReply(m.Data, 64<<20); err == nil && rep.Desired != nil {
-					desired <- rep.Desired
+					offer(rep.Desired)
 				}
 			}
 		case rep.Error != nil:
 			fmt.Fprintf(os.Stderr, "%s: %s: %v\n", a.node, subject, rep.Error)
 		case rep.Desired != nil:
-			desired <- rep.Desired
+			offer(rep.Desired)
 		}
 	}
 	for a.last == nil {

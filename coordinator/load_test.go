@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
@@ -84,6 +85,10 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	var late []time.Time // when the batches over 10 ms were sent
 	measuring := false
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0)}
+	if os.Getenv("SHOCKWAVE_LOAD_LOG") != "" { // the coordinator's warnings and errors on stderr
+		lg := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+		cfg.Logger = &lg
+	}
 	cfg.onApply = func(r record, o *outcome) {
 		if o.kind != kindEvents || o.accepted == 0 {
 			return

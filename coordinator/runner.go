@@ -181,9 +181,15 @@ func (f *fold) node(r record) outcome {
 	h := rec.Hello
 	o.job = h.Node // the node, for logs
 	old, known := f.run.nodes[h.Node]
+	// Only a node leaving changes the other nodes' states (a gang placed
+	// there stops on every node); a joining node has nothing placed yet
+	// and takes its own state from the reply. Sending every node its state
+	// on every join made a cluster of N nodes starting at once cost N²
+	// messages, all published on the loop.
 	switch {
 	case rec.Op == "leave" && known:
 		err = f.leave(h.Node)
+		o.desired = true
 	case rec.Op == "leave":
 	case known && old.GPUs == h.GPUs && old.Type == h.Type:
 		f.run.nodes[h.Node] = h // a rejoin: the address may have changed
@@ -192,6 +198,7 @@ func (f *fold) node(r record) outcome {
 			if err = f.leave(h.Node); err != nil {
 				break
 			}
+			o.desired = true
 		}
 		if err = f.core.JoinNode(topology.Node{Name: h.Node, GPUs: h.GPUs, Type: h.Type}); err == nil {
 			f.run.nodes[h.Node] = h
@@ -202,7 +209,6 @@ func (f *fold) node(r record) outcome {
 		o.agentAnswer = &protocol.AgentReply{V: protocol.Version, Error: protocol.ErrorOf(protocol.CodeRejected, err)}
 		return o
 	}
-	o.desired = true
 	if rec.Op == "join" {
 		o.agentAnswer = &protocol.AgentReply{V: protocol.Version, Desired: f.desired(h.Node)}
 	}
