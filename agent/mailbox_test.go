@@ -20,7 +20,7 @@ func TestMailbox_KeepsTheStateThatSupersedesTheOthers(t *testing.T) {
 		t.Fatal("an empty box gave a state")
 	}
 	m.put(state(2, 10, false))
-	m.put(state(2, 9, false)) // older: dropped
+	m.put(state(2, 9, false))  // older: dropped
 	m.put(state(1, 50, false)) // a deposed leader's: dropped
 	d, ok := m.take()
 	if !ok || d.d.Epoch != 2 || d.d.Now != 10 || d.joined {
