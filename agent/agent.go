@@ -175,6 +175,7 @@ func New(cfg Config) (*Agent, error) {
 		runs: map[runKey]*run{}, finished: map[runKey]bool{}}
 	if !cfg.NoRelay && !cfg.NoUplink {
 		a.uplinks = newUplinkHub(cfg.Conn, subj, cfg.Node, a.log)
+		a.uplinks.hello, _ = json.Marshal(a.hello)
 	}
 	return a, nil
 }

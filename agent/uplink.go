@@ -103,6 +103,8 @@ type uplinkHub struct {
 	node string
 	log  zerolog.Logger
 
+	hello []byte // the agent's heartbeat, to ask whether a coordinator leads (coordinatorAnswers)
+
 	mu         sync.Mutex
 	live       map[*uplink]struct{}
 	reconnects uint64 // the connection's reconnection count last seen connected
@@ -427,6 +429,17 @@ func (u *uplink) wait(n int) bool {
 	}
 }
 
+// coordinatorAnswers reports whether a coordinator answers the agent's
+// heartbeat now. A registration that met no responders then came to a
+// coordinator older than the uplink (the process connects itself); with
+// no answer to either, no coordinator leads at this moment (a failover:
+// the standbys subscribe when they lead), and the process should retry
+// rather than give the uplink up for its lifetime.
+func (h *uplinkHub) coordinatorAnswers(ctx context.Context) bool {
+	_, err := h.nc.RequestWithContext(ctx, h.subj.AgentHeartbeat(h.node), h.hello)
+	return err == nil
+}
+
 // register forwards the job's registration and answers with the
 // coordinator's reply.
 func (u *uplink) register(req *protocol.UplinkRequest) {
@@ -459,6 +472,12 @@ func (u *uplink) register(req *protocol.UplinkRequest) {
 		case len(d) == 0 || d[0] != '{' || !json.Valid(d):
 			err = fmt.Errorf("the coordinator's reply is not a JSON object (%d bytes)", len(m.Data))
 		}
+	}
+	if errors.Is(err, nats.ErrNoResponders) && !u.h.coordinatorAnswers(ctx) {
+		// Nothing takes heartbeats either: no coordinator leads at this
+		// moment (a failover). The process retries, and keeps the uplink
+		// once a leader takes the registration.
+		err = fmt.Errorf("no coordinator answers on %s or on the node's heartbeat subject", u.h.subj.AgentRegister(u.h.node))
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		u.h.stats.failed.Add(1)

@@ -70,6 +70,29 @@ func TestUplink_WithNobodyOnTheRegisterSubjectTheProcessIsToldToConnectItself(t 
 	wantReply(t, as[0], 1, protocol.CodeNoUplink)
 }
 
+// With nothing on the heartbeat subject either, no coordinator leads at
+// this moment (a failover): the process is told to retry, not to give the
+// uplink up for its lifetime.
+func TestUplink_WithNoCoordinatorLeadingTheProcessIsToldToRetry(t *testing.T) {
+	srv := natsServer(t, -1)
+	url := srv.ClientURL()
+	c := newFakeCoord(t, url, uplinkJob(t, "j", 0, 1, line("register", 1, registerData(t, "j"))))
+	for _, subject := range []string{c.subj.AgentRegister("n0"), c.subj.AgentHeartbeat("n0")} {
+		if err := c.subs[subject].Unsubscribe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e := startUplinkAgent(t, c, url, nil)
+	as := answers(t, waitOutput(t, e.a, "j", 2))
+	wantReply(t, as[0], 1, protocol.CodeUnavailable)
+	if st := e.a.UplinkStats(); st.Failed != 1 {
+		t.Errorf("uplink stats %+v: want the registration counted as failed", st)
+	}
+}
+
 func TestUplink_LinesNamingAnotherJobAreRefusedAndNothingIsForwarded(t *testing.T) {
 	srv := natsServer(t, -1)
 	var resident protocol.Register
