@@ -2,8 +2,11 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A coordinator that does not serve (replaying at start, standing by, or
@@ -64,6 +67,18 @@ func (s *Service) continueFromSnapshot(r record) error {
 	if first := info.State.FirstSeq; first <= s.fold.seq+1 {
 		return fmt.Errorf("the log begins at record %d: the missing records were not compacted away", first)
 	}
+	for try := 1; ; try++ {
+		err := s.continueFromListed(ctx, r, info)
+		if !errors.Is(err, errSnapshotGone) || try == maxSnapshotLists {
+			return err
+		}
+		s.log.Info().Err(err).Msg("a snapshot went while it was read; listing the snapshots again")
+	}
+}
+
+// continueFromListed is continueFromSnapshot over one listing of the
+// store; it returns errSnapshotGone when a snapshot went while it was read.
+func (s *Service) continueFromListed(ctx context.Context, r record, info *jetstream.StreamInfo) error {
 	seqs, err := s.snaps.list(ctx)
 	if err != nil {
 		return fmt.Errorf("listing snapshots: %w", err)
@@ -74,6 +89,9 @@ func (s *Service) continueFromSnapshot(r record) error {
 			break // this one and the older ones leave a gap before r
 		}
 		snap, err := s.snaps.get(ctx, seq)
+		if errors.Is(err, errSnapshotGone) {
+			return err
+		}
 		if err != nil {
 			problems = append(problems, err)
 			continue

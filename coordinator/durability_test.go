@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -100,11 +101,19 @@ func tryReference(nc *nats.Conn, prefix string, upTo uint64) (*fold, map[int][]p
 		if err != nil {
 			return nil, nil, err
 		}
-		seqs, err := (&snapshotStore{obj: obj}).list(ctx)
+		// The newest snapshot the state read covers; the coordinator goes
+		// on compacting, so it may go while it is read (a short read
+		// timeout, and liveReference tries again).
+		snaps := &snapshotStore{obj: obj, readTimeout: 5 * time.Second}
+		seqs, err := snaps.list(ctx)
 		if err != nil || len(seqs) == 0 {
 			return nil, nil, fmt.Errorf("compacted log without snapshots: %v", err)
 		}
-		snap, err := (&snapshotStore{obj: obj}).get(ctx, seqs[len(seqs)-1])
+		i := slices.IndexFunc(seqs, func(seq uint64) bool { return seq <= upTo }) // newest first
+		if i < 0 {
+			i = len(seqs) - 1 // too new: the check below says so
+		}
+		snap, err := snaps.get(ctx, seqs[i])
 		if err != nil {
 			return nil, nil, err
 		}

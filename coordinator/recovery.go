@@ -81,8 +81,9 @@ func (e *IntegrityError) Unwrap() error { return ErrIntegrity }
 
 // snapshotStore keeps state snapshots in a JetStream object store.
 type snapshotStore struct {
-	obj    jetstream.ObjectStore
-	bucket string
+	obj         jetstream.ObjectStore
+	bucket      string
+	readTimeout time.Duration // bounds one read (0: snapshotReadTimeout; snapread.go)
 }
 
 func snapshotBucket(prefix string) string {
@@ -100,6 +101,9 @@ func openSnapshotStore(ctx context.Context, js jetstream.JetStream, prefix strin
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: snapshot store %s: %w", bucket, err)
+	}
+	if cfg.snapStore != nil {
+		obj = cfg.snapStore(obj)
 	}
 	return &snapshotStore{obj: obj, bucket: bucket}, nil
 }
@@ -126,7 +130,10 @@ func (s *snapshotStore) list(ctx context.Context) ([]uint64, error) {
 
 // get reads and checks the snapshot covering seq.
 func (s *snapshotStore) get(ctx context.Context, seq uint64) (*StateSnapshot, error) {
-	data, err := s.obj.GetBytes(ctx, snapshotName(seq))
+	data, err := s.read(ctx, snapshotName(seq))
+	if errors.Is(err, errSnapshotGone) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrSnapshotCorrupt, snapshotName(seq), err)
 	}
@@ -251,6 +258,24 @@ func (s *Service) verifyDigest(seq uint64) {
 // restoreNewest restores the newest snapshot that reads, checks and
 // restores into s.fold; newer ones that do not are problems.
 func (s *Service) restoreNewest(ctx context.Context, snaps *snapshotStore, ss *startState) error {
+	for try := 1; ; try++ {
+		err := s.restoreListed(ctx, snaps, ss)
+		if !errors.Is(err, errSnapshotGone) || try == maxSnapshotLists {
+			return err
+		}
+		s.log.Info().Err(err).Msg("a snapshot went while it was read; listing the snapshots again")
+		*ss = startState{from: 1, hwRound: -1}
+	}
+}
+
+// maxSnapshotLists bounds how often a start lists the snapshots again
+// because the one it read was deleted meanwhile (each deletion means the
+// leader stored a newer one).
+const maxSnapshotLists = 5
+
+// restoreListed is restoreNewest over one listing of the store; it returns
+// errSnapshotGone when a snapshot went while it was read.
+func (s *Service) restoreListed(ctx context.Context, snaps *snapshotStore, ss *startState) error {
 	seqs, err := snaps.list(ctx)
 	if err != nil {
 		return fmt.Errorf("coordinator: listing snapshots: %w", err)
@@ -258,6 +283,9 @@ func (s *Service) restoreNewest(ctx context.Context, snaps *snapshotStore, ss *s
 	for i, seq := range seqs {
 		ss.highWater = max(ss.highWater, seq)
 		snap, err := snaps.get(ctx, seq)
+		if errors.Is(err, errSnapshotGone) {
+			return err
+		}
 		if err == nil {
 			ss.hwRound = max(ss.hwRound, snap.Round)
 			var f *fold

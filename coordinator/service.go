@@ -107,6 +107,9 @@ type ServiceConfig struct {
 	onRound func(*Round, roundTimes)
 	onStep  func(kind string, d time.Duration)
 	onStore func(step string, d time.Duration) // storing a state snapshot: put, verify, purge
+	// snapStore wraps the snapshot object store (tests: a snapshot deleted
+	// while a standby reads it, snapread.go).
+	snapStore func(jetstream.ObjectStore) jetstream.ObjectStore
 }
 
 func (c *ServiceConfig) validate() error {
