@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shockwave-sched/shockwave/protocol"
 )
 
 // Integrity: a coordinator whose log or snapshots were damaged on disk
@@ -202,15 +204,15 @@ func TestIntegrity_ADamagedLogBlockRefusesToServeUnlessRecovering(t *testing.T) 
 	}
 }
 
-func TestIntegrity_AnUnreadableNewestSnapshotRefusesAndRecoveryLosesNothing(t *testing.T) {
-	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy = "gavel" })
+// snapshotsAfterRounds runs three jobs for five rounds and stops them: the
+// state they left, the snapshot store and its snapshots, newest first.
+func snapshotsAfterRounds(t *testing.T, e *env) (*protocol.StatusReply, jetstream.ObjectStore, []uint64) {
+	t.Helper()
 	nc := e.client(nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
 	_, stop := startJobs(t, nc, e.subj, []string{"a", "b", "c"}, 1)
 	eventually(t, 10*time.Second, "five rounds", func() bool { return e.svc.Health().Rounds >= 5 })
 	quiesce(t, e, stop)
 	want := status(t, e.client(), e.subj)
-	// A newer snapshot object whose bytes are not a snapshot, as a
-	// damaged disk or a bad write would leave.
 	js, _ := jetstream.New(e.coordClient())
 	ctx := context.Background()
 	obj, err := js.ObjectStore(ctx, snapshotBucket(e.subj.Prefix))
@@ -221,12 +223,20 @@ func TestIntegrity_AnUnreadableNewestSnapshotRefusesAndRecoveryLosesNothing(t *t
 	if err != nil || len(seqs) < keepSnapshots {
 		t.Fatalf("stored snapshots %v (%v), want %d or more", seqs, err, keepSnapshots)
 	}
-	if _, err := obj.PutBytes(ctx, snapshotName(seqs[0]), []byte("SWSNAP\r\n garbage")); err != nil {
+	return want, obj, seqs
+}
+
+func TestIntegrity_AnUnreadableNewestSnapshotRefusesAndRecoveryLosesNothing(t *testing.T) {
+	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy = "gavel" })
+	want, obj, seqs := snapshotsAfterRounds(t, e)
+	// A newer snapshot object whose bytes are not a snapshot, as a
+	// damaged disk or a bad write would leave.
+	if _, err := obj.PutBytes(context.Background(), snapshotName(seqs[0]), []byte("SWSNAP\r\n garbage")); err != nil {
 		t.Fatal(err)
 	}
 	e.close()
 
-	err, _, _ = runDamaged(t, e, false)
+	err, _, _ := runDamaged(t, e, false)
 	if !errors.Is(err, ErrIntegrity) || !strings.Contains(err.Error(), snapshotName(seqs[0])) {
 		t.Fatalf("an unreadable newest snapshot gave %v, want an integrity error naming it", err)
 	}

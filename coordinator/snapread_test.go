@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -99,21 +98,7 @@ func TestSnapshotRead_AnObjectDeletedWhileItIsReadIsReportedGoneAndDoesNotHang(t
 // deleted snapshot as damage and refusing to serve.
 func TestSnapshotRead_AStartWhoseNewestSnapshotGoesMeanwhileRestoresTheNextOne(t *testing.T) {
 	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy, s.SnapshotRounds = "gavel", 1 })
-	nc := e.client(nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
-	_, stop := startJobs(t, nc, e.subj, []string{"a", "b", "c"}, 1)
-	eventually(t, 10*time.Second, "five rounds", func() bool { return e.svc.Health().Rounds >= 5 })
-	quiesce(t, e, stop)
-	want := status(t, e.client(), e.subj)
-	js, _ := jetstream.New(e.coordClient())
-	ctx := context.Background()
-	obj, err := js.ObjectStore(ctx, snapshotBucket(e.subj.Prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs, err := (&snapshotStore{obj: obj}).list(ctx)
-	if err != nil || len(seqs) < keepSnapshots {
-		t.Fatalf("stored snapshots %v (%v), want %d or more", seqs, err, keepSnapshots)
-	}
+	want, _, seqs := snapshotsAfterRounds(t, e)
 	e.close()
 
 	e.scfg.snapStore = func(o jetstream.ObjectStore) jetstream.ObjectStore {
