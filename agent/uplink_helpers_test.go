@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/shockwave-sched/shockwave/internal/syncbuf"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -217,22 +218,7 @@ func (c *fakeCoord) published(t *testing.T) []*nats.Msg {
 }
 
 // syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // uplinkEnv is an agent run by its loop against a fake coordinator.
 type uplinkEnv struct {

@@ -1,7 +1,6 @@
 package sdk_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,11 +9,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shockwave-sched/shockwave/internal/syncbuf"
 	"github.com/shockwave-sched/shockwave/sdk"
 	"github.com/shockwave-sched/shockwave/sdk/sdktest"
 )
@@ -41,22 +40,7 @@ func rawUplink(t testing.TB, inodeDelta uint64) (*net.UnixConn, int) {
 }
 
 // logBuffer collects an SDK's log.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer = syncbuf.Buffer
 
 func TestUplink_ADescriptorThatIsNotTheAgentsSocketIsNotUsed(t *testing.T) {
 	c := sdktest.Start(t, sdktest.Config{Round: time.Hour})

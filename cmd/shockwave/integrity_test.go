@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shockwave-sched/shockwave/coordinator"
+	"github.com/shockwave-sched/shockwave/internal/syncbuf"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -48,22 +47,7 @@ func TestCLIProcess(t *testing.T) {
 	os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // coordProcess starts `shockwave coordinator args...` as a process.
 func coordProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, chan int) {

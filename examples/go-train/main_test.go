@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shockwave-sched/shockwave/internal/syncbuf"
 	"github.com/shockwave-sched/shockwave/sdk"
 	"github.com/shockwave-sched/shockwave/sdk/sdktest"
 )
@@ -19,23 +19,8 @@ func args(c *sdktest.Coordinator, job, ckpt string, extra ...string) []string {
 		"--samples", "2048", "--double-every", "2", "--step-time", "3ms"}, extra...)
 }
 
-// syncBuffer is a bytes.Buffer safe for the two trainers' output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects the two trainers' output.
+type syncBuffer = syncbuf.Buffer
 
 func TestTrain_TwoJobsTakeTurnsAndBothConverge(t *testing.T) {
 	c := sdktest.Start(t, sdktest.Config{GPUs: 1, Round: 200 * time.Millisecond})
