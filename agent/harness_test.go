@@ -242,6 +242,21 @@ func (c *cluster) output(job string) string {
 	return string(data)
 }
 
+// finalOutput is job's output once its process printed its last line
+// ("done:"), or after 10 s without it. A job counts as completed once it
+// reports its last step, a moment before its process prints that line and
+// saves its checkpoint, so the output read at once may lack it.
+func (c *cluster) finalOutput(job string) string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := c.output(job)
+		if strings.Contains(out, "done:") || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 var startLine = regexp.MustCompile(`--- shockwave agent (\S+): attempt (\d+), grant of round (\d+)`)
 
 // starts lists the nodes a job's processes were started on, in order.

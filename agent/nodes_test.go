@@ -28,7 +28,7 @@ func TestAgents_JobsRunToCompletionAcrossNodesWithSuspensionAndMigration(t *test
 	resumed, migrated := 0, 0
 	for _, j := range jobs {
 		c.waitState(j, "completed", 150*time.Second)
-		out := c.output(j)
+		out := c.finalOutput(j)
 		if !strings.Contains(out, "done:") {
 			t.Errorf("%s did not finish its loop:\n%s", j, out)
 		}
@@ -184,7 +184,7 @@ func TestAgents_PyTorchJobsSuspendAndResumeUnderTheAgent(t *testing.T) {
 	restarted := 0
 	for _, j := range jobs {
 		st := c.waitState(j, "completed", 150*time.Second)
-		out := c.output(j)
+		out := c.finalOutput(j)
 		if st.Epoch != 6 || !strings.Contains(out, "done: 6 epochs") {
 			t.Errorf("%s: epoch %d\n%s", j, st.Epoch, out)
 		}

@@ -129,7 +129,7 @@ func runSharedGPU(t *testing.T, agentFlags ...string) (*leaseWatch, []string, []
 	var outs []string
 	for _, j := range jobs {
 		c.waitState(j, "completed", 150*time.Second)
-		outs = append(outs, c.output(j))
+		outs = append(outs, c.finalOutput(j))
 	}
 	return w, jobs, outs
 }

@@ -278,7 +278,13 @@ func (j *Job) onRankStatus(m *protocol.RankMessage) {
 		j.abortLocked(fmt.Sprintf("rank %d closed before the job finished", m.Rank))
 		return
 	}
-	j.leaderStepLocked()
+	// While a generation runs, a rank's status changes nothing rank 0
+	// announces (a stop comes from a lease, and the heartbeat repeats the
+	// state for a rank that missed it); between generations it may
+	// complete the set of parked ranks that starts the next one.
+	if !r.running {
+		j.leaderStepLocked()
+	}
 }
 
 // stoppedAsAgreed reports whether a rank that closed did so at the stop
@@ -426,11 +432,20 @@ func (j *Job) leaseDirective() Directive {
 // rankChangedLocked wakes the rank goroutine (to publish) and every
 // waiter on the agreement.
 func (j *Job) rankChangedLocked() {
-	r := j.rk
 	select {
-	case r.kick <- struct{}{}:
+	case j.rk.kick <- struct{}{}:
 	default:
 	}
+	j.wakeRankWaitersLocked()
+}
+
+// wakeRankWaitersLocked wakes every waiter on the agreement without
+// publishing this rank's state: for changes the other ranks need not hear
+// of. (Answering every message with one of its own made the ranks echo
+// each other as fast as the server carried them, thousands of messages a
+// second per rank, until the flood guard cut rank 0 off.)
+func (j *Job) wakeRankWaitersLocked() {
+	r := j.rk
 	close(r.moved)
 	r.moved = make(chan struct{})
 	close(j.changed)

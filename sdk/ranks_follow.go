@@ -95,6 +95,7 @@ func (j *Job) onControl(m *protocol.RankMessage) {
 			j.lease, j.hasLease, r.runLease = *m.Lease, true, *m.Lease
 		}
 		r.release = max(r.release, m.Release)
+		stopAt, stop := r.stopAt, r.stop
 		if m.StopAt >= 0 && (r.stopAt < 0 || m.Stop == protocol.StopAbort) {
 			r.stopAt, r.stop, r.reason = m.StopAt, m.Stop, m.Reason
 		}
@@ -102,6 +103,12 @@ func (j *Job) onControl(m *protocol.RankMessage) {
 			r.lost = j.jobErr(ErrRankLost, "rank 0 aborted: %s", m.Reason)
 		}
 		j.followerGateAtLocked()
+		if r.stopAt == stopAt && r.stop == stop {
+			// More steps released (or the lease extended): a rank waiting
+			// at the release horizon goes on; rank 0 needs no answer.
+			j.wakeRankWaitersLocked()
+			return
+		}
 	case r.running:
 		// A newer generation starts where the current one stops: the
 		// current one stops at its base first (every rank runs the hooks).
