@@ -191,10 +191,10 @@
 //     So no rank resumes while another still writes its checkpoint.
 //
 // Rank 0 repeats its state every DefaultRankHeartbeat and the other ranks
-// report theirs as often, and when their state changes (a stop
-// announced or reached, a park, a close). No rank answers another's message with one of
-// its own, so while a generation runs rank 0 sends at most one release a
-// step (about one per half lookahead) and the others only their
+// report theirs as often, and when their state changes (a stop announced
+// or reached, a park, a close). No rank answers another's message with
+// one of its own, so while a generation runs rank 0 sends at most one
+// release a step (about one per half lookahead) and the others only their
 // heartbeats. Every wait is bounded:
 //
 //   - a rank silent for the rank timeout (WithRankTimeout, default
