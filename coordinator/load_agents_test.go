@@ -52,7 +52,7 @@ func startLoadAgents(t *testing.T, nc *nats.Conn, url string, jobs, gpus, procs 
 	ended := make(chan error, procs)
 	for p := range procs {
 		lo, hi := p*nodes/procs, (p+1)*nodes/procs
-		c := exec.Command(os.Args[0], "-test.run=^TestLoad_AgentsChild$", "-test.timeout=0")
+		c := loadClusterChild(t, "TestLoad_AgentsChild")
 		c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_AGENT_CHILD="+url, fmt.Sprintf("SHOCKWAVE_LOAD_RANGE=%d-%d", lo, hi))
 		c.Stdout, c.Stderr = os.Stderr, os.Stderr
 		holdStdin(t, c)

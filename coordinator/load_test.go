@@ -52,7 +52,9 @@ import (
 // SHOCKWAVE_LOAD_PULL=N how many log records the consumer asks for at a
 // time (default the client's 500). With the server in its own process,
 // SHOCKWAVE_LOAD_SERVER_GOGC sets that process's GOGC and
-// SHOCKWAVE_LOAD_SERVER_GCTRACE=1 prints its collections. Each round's line
+// SHOCKWAVE_LOAD_SERVER_GCTRACE=1 prints its collections.
+// SHOCKWAVE_LOAD_NICE=19 runs the emulated cluster's processes at that
+// niceness (loadClusterChild). Each round's line
 // splits its leases into RUN leases that extend a grant, other RUN leases
 // (started or moved) and SUSPEND leases.
 
@@ -480,7 +482,7 @@ func startLoadChildren(t *testing.T, url string, jobs, procs int) (children []*e
 	ended := make(chan error, procs)
 	for p := range procs {
 		lo, hi := p*jobs/procs, (p+1)*jobs/procs
-		c := exec.Command(os.Args[0], "-test.run=^TestLoad_JobsChild$", "-test.timeout=0")
+		c := loadClusterChild(t, "TestLoad_JobsChild")
 		c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_CHILD="+url,
 			fmt.Sprintf("SHOCKWAVE_LOAD_JOBS=%d", jobs), fmt.Sprintf("SHOCKWAVE_LOAD_RANGE=%d-%d", lo, hi))
 		c.Stdout, c.Stderr = os.Stderr, os.Stderr
@@ -492,6 +494,27 @@ func startLoadChildren(t *testing.T, url string, jobs, procs int) (children []*e
 		out = append(out, c)
 	}
 	return out, ended
+}
+
+// loadClusterChild is a child process of the emulated cluster (jobs, or
+// node agents and their processes): this test binary running test run.
+// With SHOCKWAVE_LOAD_NICE=N it runs at niceness N, through nice(1) so that
+// every thread of it does: the cluster then takes the cores only when the
+// coordinator leaves them, as if the coordinator had a machine of its own.
+func loadClusterChild(t *testing.T, run string) *exec.Cmd {
+	args := []string{"-test.run=^" + run + "$", "-test.timeout=0"}
+	n := os.Getenv("SHOCKWAVE_LOAD_NICE")
+	if n == "" {
+		return exec.Command(os.Args[0], args...)
+	}
+	if v, err := strconv.Atoi(n); err != nil || v < 0 || v > 19 {
+		t.Fatalf("SHOCKWAVE_LOAD_NICE=%q: want a niceness from 0 to 19", n)
+	}
+	nice, err := exec.LookPath("nice")
+	if err != nil {
+		t.Fatalf("SHOCKWAVE_LOAD_NICE needs nice(1): %v", err)
+	}
+	return exec.Command(nice, append([]string{"-n", n, os.Args[0]}, args...)...)
 }
 
 // memory is this process's resident set now and at its peak, in bytes.
