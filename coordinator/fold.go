@@ -116,6 +116,8 @@ type fold struct {
 	// meanwhile, folded in order once it closes (pipeline.go).
 	open *solving
 	held []record
+	// sizes are the last snapshot encoding's (snapshot.go).
+	sizes encodeSizes
 	// lending is closed when the policy's state, lent to a snapshot being
 	// written, is saved; the policy goes back to the Core before it is
 	// read again (snapshot.go).

@@ -54,7 +54,8 @@ import (
 // SHOCKWAVE_LOAD_SERVER_GOGC sets that process's GOGC and
 // SHOCKWAVE_LOAD_SERVER_GCTRACE=1 prints its collections.
 // SHOCKWAVE_LOAD_NICE=19 runs the emulated cluster's processes at that
-// niceness (loadClusterChild). Each round's line
+// niceness (loadClusterChild); SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS=N sets the
+// service's snapshot interval (0: its default). Each round's line
 // splits its leases into RUN leases that extend a grant, other RUN leases
 // (started or moved) and SUSPEND leases.
 
@@ -86,7 +87,8 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	var lat, stored, ticks, all []time.Duration
 	var late []time.Time // when the batches over 10 ms were sent
 	measuring := false
-	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0)}
+	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0),
+		SnapshotRounds: envInt("SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS", 0)}
 	if os.Getenv("SHOCKWAVE_LOAD_LOG") != "" { // the coordinator's warnings and errors on stderr
 		lg := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		cfg.Logger = &lg

@@ -148,14 +148,14 @@ func (s *snapshotStore) get(ctx context.Context, seq uint64) (*StateSnapshot, er
 }
 
 // verify reads the snapshot covering seq back and checks it, as get does,
-// without holding it in memory.
-func (s *snapshotStore) verify(ctx context.Context, seq uint64) error {
+// without holding it in memory, at pace bytes a second (pace.go).
+func (s *snapshotStore) verify(ctx context.Context, seq uint64, pace int64) error {
 	r, err := s.obj.Get(ctx, snapshotName(seq))
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrSnapshotCorrupt, snapshotName(seq), err)
 	}
 	defer r.Close()
-	got, err := verifySealed(r)
+	got, err := verifySealed(paced(ctx, r, pace))
 	if err != nil {
 		return fmt.Errorf("%s: %w", snapshotName(seq), err)
 	}
@@ -457,13 +457,17 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 	defer cancel()
 	head := &StateSnapshot{Seq: w.seq}
 	start := time.Now()
-	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, sealedReader(w.seq, w.round, w.parts...))
+	pace := s.cfg.snapPace
+	if pace == 0 {
+		pace = snapshotPace
+	}
+	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, paced(ctx, sealedReader(w.seq, w.round, w.parts...), pace))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", snapshotName(head.Seq), err)
 	}
 	w.parts = nil
-	s.storeStep("put", &start)
-	if err := snaps.verify(ctx, head.Seq); err != nil {
+	s.storeStep(fmt.Sprintf("put of %.1f MiB", float64(info.Size)/(1<<20)), &start)
+	if err := snaps.verify(ctx, head.Seq, pace); err != nil {
 		return fmt.Errorf("reading back: %w", err)
 	}
 	s.storeStep("verify", &start)
@@ -488,7 +492,7 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 		}
 	}
 	upTo := seqs[keep-1]
-	if err := st.stream.Purge(ctx, jetstream.WithPurgeSequence(upTo+1)); err != nil {
+	if err := purgeBelow(ctx, st.stream, upTo+1, purgeStep, purgePause); err != nil {
 		return fmt.Errorf("compacting the log up to record %d: %w", upTo, err)
 	}
 	s.storeStep("purge", &start)

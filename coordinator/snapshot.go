@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/shockwave-sched/shockwave/internal/wire"
 	"github.com/shockwave-sched/shockwave/policy"
@@ -106,6 +107,18 @@ type foldImage struct {
 	run     []byte // submitted jobs and nodes (runner.go)
 	epoch   uint64
 	budgets []budgetImage // in map order
+	sizes   *encodeSizes  // the fold's: the last encoding's sizes
+}
+
+// encodeSizes are the sizes of the last snapshot's encoded head and tail,
+// from which the next sizes its buffers (wire.Encoder.Grow): at 10,000
+// jobs, growing the head by appends allocated several times its size.
+type encodeSizes struct{ head, tail atomic.Int64 }
+
+// grow sizes e for a part that was last bytes long, with an eighth more.
+func grow(e *wire.Encoder, last *atomic.Int64) {
+	n := int(last.Load())
+	e.Grow(n + n/8)
 }
 
 type budgetImage struct {
@@ -139,7 +152,7 @@ func (f *fold) captureHead() (*foldImage, policy.Stateful, error) {
 		return nil, nil, err
 	}
 	img := &foldImage{cfg: cfg, now: f.now, seq: f.seq, last: f.last, run: run, epoch: f.epoch,
-		leases: make([]protocol.Lease, 0, len(f.leases)), budgets: make([]budgetImage, 0, len(f.budgets))}
+		leases: make([]protocol.Lease, 0, len(f.leases)), budgets: make([]budgetImage, 0, len(f.budgets)), sizes: &f.sizes}
 	for _, l := range f.leases {
 		img.leases = append(img.leases, l)
 	}
@@ -183,16 +196,19 @@ func (f *fold) lent() <-chan struct{} { return f.lending }
 // encode writes the captured state: the payload is head, the policy's
 // state as a blob, then tail.
 func (img *foldImage) encode() (head, tail []byte, err error) {
-	var e wire.Encoder
+	var e, t wire.Encoder
+	grow(&e, &img.sizes.head)
+	grow(&t, &img.sizes.tail)
 	if err := img.encodeHead(&e); err != nil {
 		return nil, nil, err
 	}
 	if err := img.core.append(&e); err != nil {
 		return nil, nil, err
 	}
-	var t wire.Encoder
 	t.Blob(img.run)
 	img.appendFences(&t) // leader epoch and event budgets (caps.go), last: older snapshots lack them
+	img.sizes.head.Store(int64(len(e.Bytes())))
+	img.sizes.tail.Store(int64(len(t.Bytes())))
 	return e.Bytes(), t.Bytes(), nil
 }
 

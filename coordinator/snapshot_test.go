@@ -320,8 +320,9 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		{fieldType(t, reflect.TypeOf(policy.Tiresias{}), "jobs").Elem().Elem(), "queue entry executed running lastCheck"},
 		// onSolve and terse (SetExplain) are the caller's settings, not state: a
 		// live coordinator leaves both unset. orderAt and removed index order
-		// and are rebuilt from it after a load.
-		{sw, "cfg settings meta order orderAt removed round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex lastIDs stamp onSolve online t0 started admitErrs terse"},
+		// and are rebuilt from it after a load. stateSize only sizes the
+		// next MarshalState's buffer.
+		{sw, "cfg settings meta order orderAt removed round counter resolve shape capNote jobsMoved plan prevList lastResult lastIndex lastIDs stamp onSolve online t0 started admitErrs terse stateSize"},
 		// lastIDs and stamp (Shockwave), stamp, ran and at (its per-job
 		// metadata) and still (a forecaster job) are caches of the last
 		// round's lookups and forecasts that a restored policy starts without.

@@ -126,6 +126,11 @@ type Shockwave struct {
 	started   bool
 	admitErrs []string // online admissions refused (the job is planned from swDefault)
 	terse     bool     // Plan.Explain left empty (SetExplain)
+	// stateSize is the length of the last MarshalState, from which the
+	// next sizes its buffer: growing a 20 MB state by appends allocated
+	// several times its size, and the collections it set off held up the
+	// jobs' events (docs/scale.md, session 13).
+	stateSize int
 }
 
 // NewShockwave returns the policy with cfg (validated).

@@ -129,6 +129,7 @@ func loadFloatMap(d *wire.Decoder) map[string]float64 {
 // and in online mode the forecaster with what it was last told.
 func (s *Shockwave) MarshalState() []byte {
 	var e wire.Encoder
+	e.Grow(s.stateSize + s.stateSize/8)
 	e.Str(s.Name())
 	e.Int(swStateVersion)
 	ids := sortedIDs(s.meta)
@@ -166,6 +167,7 @@ func (s *Shockwave) MarshalState() []byte {
 	e.F64(s.t0)
 	e.Bool(s.started)
 	e.Strs(s.admitErrs)
+	s.stateSize = len(e.Bytes())
 	return e.Bytes()
 }
 

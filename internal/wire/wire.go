@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // ErrShort is returned when the input ends inside a value.
@@ -25,6 +26,16 @@ type Encoder struct{ buf []byte }
 
 // Bytes returns what was encoded.
 func (e *Encoder) Bytes() []byte { return e.buf }
+
+// Grow makes room for n more bytes. An encoder of a large value sized
+// this way up front (from the size of the last one, say) allocates its
+// buffer once, not the several times over its size that growing by
+// appends costs.
+func (e *Encoder) Grow(n int) {
+	if n > 0 {
+		e.buf = slices.Grow(e.buf, n)
+	}
+}
 
 // U64 appends v.
 func (e *Encoder) U64(v uint64) { e.buf = binary.LittleEndian.AppendUint64(e.buf, v) }

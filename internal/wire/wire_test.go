@@ -88,3 +88,30 @@ func TestWire_BadInputFailsWithoutAllocatingItsClaims(t *testing.T) {
 		t.Errorf("trailing bytes: %v", err)
 	}
 }
+
+// TestWire_GrowAllocatesOnceAndChangesNoByte: an encoder grown to the
+// size of what it then encodes keeps its first buffer, and writes the
+// bytes an encoder grown by appends writes.
+func TestWire_GrowAllocatesOnceAndChangesNoByte(t *testing.T) {
+	encode := func(e *Encoder) {
+		for i := range 10_000 {
+			e.Str("job-0001")
+			e.F64(float64(i) / 3)
+			e.Ints([]int{i, i + 1})
+		}
+	}
+	var plain Encoder
+	encode(&plain)
+	var sized Encoder
+	sized.Grow(len(plain.Bytes()))
+	first := cap(sized.Bytes())
+	encode(&sized)
+	if cap(sized.Bytes()) != first {
+		t.Errorf("the grown encoder reallocated: capacity %d, then %d", first, cap(sized.Bytes()))
+	}
+	if string(sized.Bytes()) != string(plain.Bytes()) {
+		t.Error("the grown encoder wrote other bytes")
+	}
+	sized.Grow(0)
+	sized.Grow(-1)
+}
