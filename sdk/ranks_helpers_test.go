@@ -134,3 +134,23 @@ func registerRanks(t testing.TB, world int, opts func(rank int) []sdk.Option) []
 	})
 	return jobs
 }
+
+// trainRanks runs each job's loop (a millisecond a step, no data) on a
+// goroutine of its own until ctx ends or the loop does; wait waits for
+// them all and returns each rank's error.
+func trainRanks(ctx context.Context, jobs []*sdk.Job) (wait func() []error) {
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for r := range jobs {
+		wg.Go(func() {
+			for _, err := range sdk.Steps(ctx, jobs[r], sdk.SourceFunc[int](func(context.Context) (int, error) { return 0, nil })) {
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	return func() []error { wg.Wait(); return errs }
+}

@@ -2,7 +2,6 @@ package sdk_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,19 +37,7 @@ func TestRanks_WhileAGenerationRunsNoRankAnswersAnotherOnesMessage(t *testing.T)
 	defer sub.Unsubscribe()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make([]error, world)
-	for r := range world {
-		wg.Go(func() {
-			for _, err := range sdk.Steps(ctx, jobs[r], sdk.SourceFunc[int](func(context.Context) (int, error) { return 0, nil })) {
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
+	wait := trainRanks(ctx, jobs)
 	newLeaser(t, c, job).run(0, 1, 2)
 	sdktest.Eventually(t, 10*time.Second, "every rank trains", func() bool { return allRunning(jobs) })
 	time.Sleep(500 * time.Millisecond) // rank 0 has measured its rate and releases its lookahead
@@ -68,8 +55,7 @@ func TestRanks_WhileAGenerationRunsNoRankAnswersAnotherOnesMessage(t *testing.T)
 		during[r] = sent[r].Load() - before[r]
 	}
 	cancel()
-	wg.Wait()
-	for r, err := range errs {
+	for r, err := range wait() {
 		if err != nil && ctx.Err() == nil {
 			t.Errorf("rank %d: %v", r, err)
 		}

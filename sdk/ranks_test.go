@@ -315,19 +315,7 @@ func TestRanks_AForgedRank0OrGarbageOnTheRanksSubjectNeverHangsTheJob(t *testing
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	l := newLeaser(t, c, "forged")
-	errs := make([]error, world)
-	var wg sync.WaitGroup
-	for r := range world {
-		wg.Go(func() {
-			for _, err := range sdk.Steps(ctx, jobs[r], sdk.SourceFunc[int](func(context.Context) (int, error) { return 0, nil })) {
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
+	wait := trainRanks(ctx, jobs)
 	grantUntil(ctx, l, []int{0, 1}, func() bool { return allRunning(jobs) })
 	nc := c.JobClient() // a process holding the job's credentials
 	subj := c.Subj.Ranks("forged")
@@ -347,7 +335,7 @@ func TestRanks_AForgedRank0OrGarbageOnTheRanksSubjectNeverHangsTheJob(t *testing
 		t.Fatal(err)
 	}
 	_ = nc.Flush()
-	wg.Wait()
+	errs := wait()
 	if ctx.Err() != nil {
 		t.Fatal("the ranks ran on until the deadline")
 	}
