@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,4 +87,90 @@ func TestPurgeBelow_RemovesTheRecordsBelowInSteps(t *testing.T) {
 			t.Errorf("steps of %d: records %d–%d (%d), want 9001–10000 (1000)", step, info.State.FirstSeq, info.State.LastSeq, info.State.Msgs)
 		}
 	}
+}
+
+// stallingReader gives n bytes, then blocks until release is closed.
+type stallingReader struct {
+	n       int
+	release chan struct{}
+}
+
+func (s *stallingReader) Read(p []byte) (int, error) {
+	if s.n == 0 {
+		<-s.release
+		return 0, io.ErrUnexpectedEOF
+	}
+	k := min(len(p), s.n)
+	for i := range k {
+		p[i] = 'x'
+	}
+	s.n -= k
+	return k, nil
+}
+
+// TestPacedSnapshot_AWriterThatDiesMidPutLeavesNoSnapshotAndLosesNothing:
+// pacing stretches a snapshot's put over about a second at 10,000 jobs,
+// so a coordinator killed meanwhile leaves part of one in the store. Its
+// connection drops with 4 MiB of a newer snapshot's chunks stored and no
+// object description (nothing can clean up after a killed process); the
+// next start restores the last complete snapshot, reports no damage and
+// has every job.
+func TestPacedSnapshot_AWriterThatDiesMidPutLeavesNoSnapshotAndLosesNothing(t *testing.T) {
+	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy, s.SnapshotRounds = "gavel", 1 })
+	want, _, seqs := snapshotsAfterRounds(t, e)
+	e.stopService()
+
+	writer := e.coordClient()
+	js, err := jetstream.New(writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(context.Background(), snapshotBucket(e.subj.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &stallingReader{n: 4 << 20, release: make(chan struct{})}
+	putDone := make(chan error, 1)
+	go func() {
+		_, err := obj.Put(context.Background(), jetstream.ObjectMeta{Name: snapshotName(seqs[0] + 1000)}, paced(context.Background(), r, 32<<20))
+		putDone <- err
+	}()
+	eventually(t, 10*time.Second, "the writer stored its first chunks", func() bool { return r.n == 0 })
+	time.Sleep(100 * time.Millisecond) // the last chunks reach the server
+	writer.Close()                     // the process dies: its connection drops
+	close(r.release)
+	if err := <-putDone; err == nil {
+		t.Fatal("the put of a writer whose connection dropped succeeded")
+	}
+	e.close()
+
+	err, svc, stopSvc := runDamaged(t, e, false)
+	if err != nil {
+		t.Fatalf("a start after a writer died mid-put: %v", err)
+	}
+	defer stopSvc()
+	if h := svc.Health(); h.Recovery != "" {
+		t.Errorf("the start reports a recovery: %+v", h)
+	}
+	got := status(t, e.client(), e.subj)
+	if len(got.Jobs) != len(want.Jobs) || got.Round < want.Round {
+		t.Errorf("after the start: %d jobs at round %d, before %d jobs at round %d", len(got.Jobs), got.Round, len(want.Jobs), want.Round)
+	}
+	seqsAfter, err := (&snapshotStore{obj: mustObjectStore(t, e)}).list(context.Background())
+	if err != nil || slices.Contains(seqsAfter, seqs[0]+1000) {
+		t.Errorf("snapshots after the start %v (%v): the half-written one is listed", seqsAfter, err)
+	}
+}
+
+func mustObjectStore(t *testing.T, e *env) jetstream.ObjectStore {
+	t.Helper()
+	js, err := jetstream.New(e.coordClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(context.Background(), snapshotBucket(e.subj.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
 }

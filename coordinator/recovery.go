@@ -457,17 +457,13 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 	defer cancel()
 	head := &StateSnapshot{Seq: w.seq}
 	start := time.Now()
-	pace := s.cfg.snapPace
-	if pace == 0 {
-		pace = snapshotPace
-	}
-	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, paced(ctx, sealedReader(w.seq, w.round, w.parts...), pace))
+	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, paced(ctx, sealedReader(w.seq, w.round, w.parts...), snapshotPace))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", snapshotName(head.Seq), err)
 	}
 	w.parts = nil
 	s.storeStep(fmt.Sprintf("put of %.1f MiB", float64(info.Size)/(1<<20)), &start)
-	if err := snaps.verify(ctx, head.Seq, pace); err != nil {
+	if err := snaps.verify(ctx, head.Seq, snapshotPace); err != nil {
 		return fmt.Errorf("reading back: %w", err)
 	}
 	s.storeStep("verify", &start)

@@ -110,9 +110,6 @@ type ServiceConfig struct {
 	// snapStore wraps the snapshot object store (tests: a snapshot deleted
 	// while a standby reads it, snapread.go).
 	snapStore func(jetstream.ObjectStore) jetstream.ObjectStore
-	// snapPace is the snapshot writer's pace in bytes a second (0:
-	// snapshotPace; negative: unpaced; pace.go).
-	snapPace int64
 }
 
 func (c *ServiceConfig) validate() error {

@@ -111,15 +111,10 @@ type foldImage struct {
 }
 
 // encodeSizes are the sizes of the last snapshot's encoded head and tail,
-// from which the next sizes its buffers (wire.Encoder.Grow): at 10,000
-// jobs, growing the head by appends allocated several times its size.
+// from which the next sizes its buffers (wire.Encoder.GrowLike): at
+// 10,000 jobs, growing the head by appends allocated several times its
+// size. Atomic: a snapshot's encoding may overlap the next capture.
 type encodeSizes struct{ head, tail atomic.Int64 }
-
-// grow sizes e for a part that was last bytes long, with an eighth more.
-func grow(e *wire.Encoder, last *atomic.Int64) {
-	n := int(last.Load())
-	e.Grow(n + n/8)
-}
 
 type budgetImage struct {
 	job string
@@ -197,8 +192,8 @@ func (f *fold) lent() <-chan struct{} { return f.lending }
 // state as a blob, then tail.
 func (img *foldImage) encode() (head, tail []byte, err error) {
 	var e, t wire.Encoder
-	grow(&e, &img.sizes.head)
-	grow(&t, &img.sizes.tail)
+	e.GrowLike(int(img.sizes.head.Load()))
+	t.GrowLike(int(img.sizes.tail.Load()))
 	if err := img.encodeHead(&e); err != nil {
 		return nil, nil, err
 	}

@@ -129,7 +129,7 @@ func loadFloatMap(d *wire.Decoder) map[string]float64 {
 // and in online mode the forecaster with what it was last told.
 func (s *Shockwave) MarshalState() []byte {
 	var e wire.Encoder
-	e.Grow(s.stateSize + s.stateSize/8)
+	e.GrowLike(s.stateSize)
 	e.Str(s.Name())
 	e.Int(swStateVersion)
 	ids := sortedIDs(s.meta)

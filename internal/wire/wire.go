@@ -28,14 +28,17 @@ type Encoder struct{ buf []byte }
 func (e *Encoder) Bytes() []byte { return e.buf }
 
 // Grow makes room for n more bytes. An encoder of a large value sized
-// this way up front (from the size of the last one, say) allocates its
-// buffer once, not the several times over its size that growing by
-// appends costs.
+// this way up front allocates its buffer once, not the several times
+// over its size that growing by appends costs.
 func (e *Encoder) Grow(n int) {
 	if n > 0 {
 		e.buf = slices.Grow(e.buf, n)
 	}
 }
+
+// GrowLike makes room for a value about as long as the last one of its
+// kind, last bytes, with an eighth more (0: nothing yet).
+func (e *Encoder) GrowLike(last int) { e.Grow(last + last/8) }
 
 // U64 appends v.
 func (e *Encoder) U64(v uint64) { e.buf = binary.LittleEndian.AppendUint64(e.buf, v) }
