@@ -166,6 +166,7 @@ func swgo_boundary(id C.int64_t) C.int {
 		}
 		d := h.job.Boundary()
 		h.mirrorGateLocked()
+		h.parked = d != sdk.Continue
 		switch d {
 		case sdk.Continue:
 			h.loopRan = true
@@ -230,6 +231,7 @@ func swgo_wait_run(id C.int64_t, timeoutMS C.int64_t) (st C.int) {
 	if h.suspended {
 		st, h.suspended = stResume, false
 	}
+	h.parked = false
 	h.sampleLocked()
 	h.mirrorGateLocked()
 	h.loopRan, h.pausedAt = true, h.cb.steps()

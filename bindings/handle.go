@@ -78,7 +78,8 @@ type handle struct {
 	mu         sync.Mutex
 	lastSteps  uint64    // cb steps already recorded with the SDK
 	lastSample time.Time // when they were
-	wasRunning bool      // the loop was active under RUN at the last sample
+	wasRunning bool      // the loop was active and not parked at the last sample
+	parked     bool      // the boundary told the loop to wait (or it has not been told to train yet)
 	pausedAt   uint64    // cb steps at the last pause (open, suspension, resumption)
 	loopRan    bool      // the loop was told to train since the last pause
 	suspended  bool      // SUSPEND or PREEMPTED was returned; RESUME is due
@@ -202,13 +203,17 @@ func (h *handle) mirrorGateLocked() {
 }
 
 // sampleLocked records the steps counted since the last sample with the
-// SDK. Time counts only while the loop was active under a RUN lease both
-// at the last sample and now, so that waiting and idle spells do not
-// lower the measured throughput.
+// SDK. Time counts only while the loop was active and not parked both at
+// the last sample and now, so that waiting and idle spells do not lower
+// the measured throughput. Parked is the boundary's word, not the
+// lease's: the steps a multi-process job runs between a SUSPEND and the
+// step where its ranks agreed to stop are training, and counted without
+// their time they would raise the measured rate, and with it rank 0's
+// next lookahead, at every suspension.
 func (h *handle) sampleLocked() {
 	now := time.Now()
 	steps := h.cb.steps()
-	running := h.cb.active() && h.job.LeaseState() == sdk.Running
+	running := h.cb.active() && !h.parked
 	var elapsed time.Duration
 	if running && h.wasRunning {
 		elapsed = now.Sub(h.lastSample)

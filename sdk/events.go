@@ -14,17 +14,31 @@ import (
 // elapsed in all. It is the per-step call: two atomic adds, no allocation,
 // no I/O; a sampler turns the counters into progress events. Call it from
 // one goroutine at a time (the training loop, or a binding's sampler).
+//
+// Steps recorded with no elapsed time (elapsed ≤ 0: a caller that could
+// not time them) count toward progress but not toward the measured rate,
+// which is the timed steps over their time: mixed into one sample with a
+// short timed spell, they would make the rate, and with it a multi-process
+// job's lookahead, as large as they are many.
 func (j *Job) RecordSteps(n int64, elapsed time.Duration) {
 	j.steps.Add(n)
-	j.elapsed.Add(int64(elapsed))
+	j.recordTime(n, elapsed)
 }
 
 // Record is RecordSteps with an exact sample count, for loops whose last
 // batch of an epoch is short (samples < n × batch size).
 func (j *Job) Record(steps, samples int64, elapsed time.Duration) {
 	j.steps.Add(steps)
-	j.elapsed.Add(int64(elapsed))
+	j.recordTime(steps, elapsed)
 	j.samplesAdj.Add(samples - steps*j.batch.Load())
+}
+
+func (j *Job) recordTime(n int64, elapsed time.Duration) {
+	if elapsed > 0 {
+		j.elapsed.Add(int64(elapsed))
+	} else {
+		j.untimed.Add(n)
+	}
 }
 
 // StepsDone is the cumulative step count (including steps before a resume).
@@ -169,6 +183,7 @@ type eventState struct {
 	epoch int
 	// Counters at the last event.
 	lastSteps, lastElapsed, lastAdj int64
+	lastUntimed                     int64
 	samplesInEpoch, samplesDone     int64
 	rate                            float64 // smoothed steps per second
 	lastPush                        time.Time
@@ -209,15 +224,16 @@ func (e *eventState) empty() bool { return len(e.queue) == 0 }
 // take folds the counters since the last event into the cumulative state
 // and returns the deltas.
 func (e *eventState) take(j *Job) (steps int64, elapsed float64) {
-	s, ns, adj := j.steps.Load(), j.elapsed.Load(), j.samplesAdj.Load()
+	s, ns, adj, un := j.steps.Load(), j.elapsed.Load(), j.samplesAdj.Load(), j.untimed.Load()
 	steps, dns := s-e.lastSteps, ns-e.lastElapsed
+	timed := steps - (un - e.lastUntimed)
 	samples := steps*j.batch.Load() + adj - e.lastAdj
-	e.lastSteps, e.lastElapsed, e.lastAdj = s, ns, adj
+	e.lastSteps, e.lastElapsed, e.lastAdj, e.lastUntimed = s, ns, adj, un
 	e.samplesInEpoch += samples
 	e.samplesDone += samples
 	elapsed = float64(dns) / 1e9
-	if steps > 0 && elapsed > 0 {
-		r := float64(steps) / elapsed
+	if timed > 0 && elapsed > 0 {
+		r := float64(timed) / elapsed
 		if e.rate == 0 {
 			e.rate = r
 		} else {

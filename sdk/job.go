@@ -26,6 +26,7 @@ type Job struct {
 	steps      atomic.Int64          // cumulative steps, including those before a resume
 	elapsed    atomic.Int64          // cumulative training time, ns
 	samplesAdj atomic.Int64          // samples recorded beyond steps × batch size (Record)
+	untimed    atomic.Int64          // steps recorded with no elapsed time (RecordSteps)
 	batch      atomic.Int64          // current batch size
 	state      atomic.Int32          // LeaseState
 	doneAt     atomic.Int64          // steps at which the job's work is done (MaxInt64: by epochs)
