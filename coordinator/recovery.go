@@ -372,10 +372,58 @@ type stateWrite struct {
 	recovered bool
 }
 
+// snapshotDelay is how long after a round's plan its snapshot waits, at
+// most (half a round at the least): the plan sets off the round's burst of
+// work, its leases sent, the jobs' processes starting and stopping, their
+// first events, and at 10,000 jobs a snapshot's capture and encoding
+// (tens of milliseconds on the loop, 100 and more off it) on top of that
+// burst made most of the events that waited over 10 ms (docs/scale.md,
+// session 14). A second later the cores are idle.
+const snapshotDelay = time.Second
+
+// checkpointLater schedules the snapshot of every SnapshotRounds-th round
+// for after the round's burst (snapshotDelay); the loop's timer takes it
+// (checkpointDue).
+func (s *Service) checkpointLater() {
+	if s.fold.core == nil || (!s.snapCarry && s.fold.core.NextRound()%s.cfg.SnapshotRounds != 0) {
+		return
+	}
+	s.snapCarry = false
+	s.snapLater = time.Now().Add(min(snapshotDelay, s.roundLength()/2))
+}
+
+// checkpointDue takes the snapshot checkpointLater scheduled. A round
+// opened meanwhile (rounds shorter than the delay allows, or a tick
+// retried) carries it to that round's plan.
+func (s *Service) checkpointDue() {
+	if s.snapLater.IsZero() {
+		return
+	}
+	s.snapLater = time.Time{}
+	if !s.live { // deposed meanwhile: snapshots are the leader's
+		return
+	}
+	if s.fold.open != nil {
+		s.snapCarry = true
+		return
+	}
+	s.snapshot(false)
+}
+
 // checkpoint hands the fold's state to the snapshot writer, every
 // SnapshotRounds rounds or when forced.
 func (s *Service) checkpoint(recovered bool) {
 	if s.fold.core == nil || (!recovered && s.fold.core.NextRound()%s.cfg.SnapshotRounds != 0) {
+		return
+	}
+	s.snapshot(recovered)
+}
+
+// snapshot hands the fold's state to the snapshot writer now, unless a
+// round is open or a snapshot is being saved (then when forced, at the
+// next plan), or the last one was expensive and not forced.
+func (s *Service) snapshot(recovered bool) {
+	if s.fold.core == nil {
 		return
 	}
 	if s.fold.open != nil || s.fold.lending != nil { // a snapshot holds no open round; one at a time

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
@@ -473,20 +475,33 @@ type submissionState struct {
 }
 
 // marshal encodes the runner deterministically (sorted by job and node).
-func (rn *runner) marshal() ([]byte, error) {
-	st := runnerState{V: protocol.Version, Subs: []submissionState{}, Nodes: []protocol.AgentHello{}, Since: rn.since, Last: rn.last}
-	jobs := make([]string, 0, len(rn.subs))
-	for j := range rn.subs {
-		jobs = append(jobs, j)
-	}
-	sort.Strings(jobs)
-	for _, j := range jobs {
-		s := rn.subs[j]
+func (rn *runner) marshal() ([]byte, error) { return rn.capture().marshal() }
+
+// capture copies the runner's state for marshal, which may run on another
+// goroutine while the runner goes on: at 10,000 submitted jobs encoding
+// takes several times as long as copying. The submissions' specs are
+// shared (a spec is never written after its submission record); the maps
+// are copied, and each job's last nodes too (afterTick reuses them).
+func (rn *runner) capture() *runnerState {
+	st := &runnerState{V: protocol.Version, Subs: make([]submissionState, 0, len(rn.subs)),
+		Nodes: make([]protocol.AgentHello, 0, len(rn.nodes)), Since: maps.Clone(rn.since),
+		Last: make(map[string][]string, len(rn.last))}
+	for _, s := range rn.subs {
 		st.Subs = append(st.Subs, submissionState{Spec: s.spec, Attempt: s.attempt, Failures: s.failures})
 	}
-	for _, n := range rn.joined() {
-		st.Nodes = append(st.Nodes, rn.nodes[n])
+	for _, h := range rn.nodes {
+		st.Nodes = append(st.Nodes, h)
 	}
+	for j, nodes := range rn.last {
+		st.Last[j] = slices.Clone(nodes)
+	}
+	return st
+}
+
+// marshal encodes a captured runner state, sorted by job and node.
+func (st *runnerState) marshal() ([]byte, error) {
+	slices.SortFunc(st.Subs, func(a, b submissionState) int { return strings.Compare(a.Spec.Job, b.Spec.Job) })
+	slices.SortFunc(st.Nodes, func(a, b protocol.AgentHello) int { return strings.Compare(a.Node, b.Node) })
 	return json.Marshal(st)
 }
 

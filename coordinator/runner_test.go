@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,53 @@ func TestRunner_StateSnapshotsCarrySubmissionsNodesAndGrants(t *testing.T) {
 		if string(a) != string(b) || d1 != d2 || string(x) != string(y) {
 			t.Errorf("restored after record %d, the state differs:\n%s\n%s", cut, a, b)
 		}
+	}
+}
+
+// A snapshot captures the runner on the loop and encodes it on another
+// goroutine while the loop goes on (snapshot.go): the capture's encoding
+// is the runner's at the capture, whatever the records after it change.
+// Here the job's grant moves from n0 to n1, which rewrites its last nodes
+// in place (afterTick).
+func TestRunner_ACaptureEncodesTheStateAtTheCapture(t *testing.T) {
+	l := newRunnerLog(t)
+	l.add(logNode, nodeRecord{V: protocol.Version, Op: "join", Hello: protocol.AgentHello{V: protocol.Version, Node: "n1", GPUs: 2, Addr: "h1"}})
+	l.add(logNode, nodeRecord{V: protocol.Version, Op: "leave", Hello: protocol.AgentHello{V: protocol.Version, Node: "n0", GPUs: 2}, Reason: "test"})
+	for r := 1; r <= 2; r++ {
+		l.add(logTick, tickRecord{V: protocol.Version, Round: r, Open: true})
+		l.add(logPlan, planRecord{V: protocol.Version, Round: r})
+	}
+	l.add(logSubmit, protocol.Submit{V: protocol.Version, Job: "k", Command: []string{"train"}, Workers: 1})
+	l.add(logCancel, protocol.Cancel{V: protocol.Version, Job: "j"})
+	whole, _ := l.fold()
+	if !slices.Equal(whole.run.last["j"], nil) && !slices.Equal(whole.run.last["j"], []string{"n1"}) {
+		t.Fatalf("the job's last nodes at the end: %v", whole.run.last["j"])
+	}
+	moved := false
+	for cut := 1; cut < len(l.recs); cut++ {
+		f := newFold(l.subj, 0)
+		for _, r := range l.recs[:cut] {
+			f.apply(r)
+		}
+		img := f.run.capture()
+		want, err := f.run.marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := slices.Clone(f.run.last["j"])
+		for _, r := range l.recs[cut:] {
+			f.apply(r)
+		}
+		moved = moved || (len(before) > 0 && len(f.run.last["j"]) > 0 && !slices.Equal(before, f.run.last["j"]))
+		got, err := img.marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("captured after record %d, encoded after the rest:\n got %s\nwant %s", cut, got, want)
+		}
+	}
+	if !moved {
+		t.Fatal("the log never moved the job's grant: the test checks nothing")
 	}
 }

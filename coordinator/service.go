@@ -225,6 +225,8 @@ type Service struct {
 	stepStart  time.Time     // when the loop began its current step
 	planSent   int           // the open round whose plan record this leader appended, -1 if none
 	snapDue    bool          // a forced snapshot waits for the open round to close
+	snapLater  time.Time     // a due snapshot waits for the round's burst to pass (zero: none; recovery.go)
+	snapCarry  bool          // a round opened before it: the next plan schedules it again
 	snapAt     time.Time     // when the last snapshot was encoded
 	snapTook   time.Duration // how long it held the loop
 	snapPolicy atomic.Int64  // how long saving the policy's state took, off the loop (ns)
@@ -451,6 +453,10 @@ func (s *Service) loop(ctx context.Context) error {
 	defer timer.Stop()
 	agentTick := time.NewTicker(max(s.cfg.AgentTimeout/4, 50*time.Millisecond))
 	defer agentTick.Stop()
+	snapTimer := time.NewTimer(time.Hour)
+	snapTimer.Stop()
+	defer snapTimer.Stop()
+	var snapArmed time.Time
 	for {
 		var step string // what the loop did, for its step times
 		select {
@@ -500,11 +506,21 @@ func (s *Service) loop(ctx context.Context) error {
 			s.deadline = time.Time{}
 			s.stepStart, step = time.Now(), "timer"
 			s.fireTick(ctx)
+		case <-snapTimer.C:
+			snapArmed = time.Time{}
+			s.stepStart, step = time.Now(), "snapshot_timer"
+			s.checkpointDue()
 		}
 		if step != "" {
 			s.observeStep(step, time.Since(s.stepStart))
 		}
 		s.arm(timer)
+		if !s.snapLater.Equal(snapArmed) {
+			snapTimer.Stop()
+			if snapArmed = s.snapLater; !snapArmed.IsZero() {
+				snapTimer.Reset(max(time.Until(snapArmed), 0))
+			}
+		}
 	}
 }
 
@@ -633,8 +649,10 @@ func (s *Service) after(r record, o *outcome, held bool) {
 		if o.round == nil {
 			s.publishDesired()
 		}
-		if o.round != nil || s.snapDue {
-			s.checkpoint(s.snapDue)
+		if s.snapDue {
+			s.checkpoint(true)
+		} else if o.round != nil {
+			s.checkpointLater()
 		}
 	case kindSubmit, kindCancel, kindNode, kindReport:
 		s.afterRunnerRecord(o)

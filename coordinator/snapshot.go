@@ -104,7 +104,7 @@ type foldImage struct {
 	last    *Round
 	leases  []protocol.Lease // RUN leases of the last round still held, in map order
 	core    *coreImage
-	run     []byte // submitted jobs and nodes (runner.go)
+	run     *runnerState // submitted jobs and nodes (runner.go), encoded with the rest
 	epoch   uint64
 	budgets []budgetImage // in map order
 	sizes   *encodeSizes  // the fold's: the last encoding's sizes
@@ -142,11 +142,7 @@ func (f *fold) captureHead() (*foldImage, policy.Stateful, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	run, err := f.run.marshal() // runner.go
-	if err != nil {
-		return nil, nil, err
-	}
-	img := &foldImage{cfg: cfg, now: f.now, seq: f.seq, last: f.last, run: run, epoch: f.epoch,
+	img := &foldImage{cfg: cfg, now: f.now, seq: f.seq, last: f.last, run: f.run.capture(), epoch: f.epoch,
 		leases: make([]protocol.Lease, 0, len(f.leases)), budgets: make([]budgetImage, 0, len(f.budgets)), sizes: &f.sizes}
 	for _, l := range f.leases {
 		img.leases = append(img.leases, l)
@@ -200,7 +196,11 @@ func (img *foldImage) encode() (head, tail []byte, err error) {
 	if err := img.core.append(&e); err != nil {
 		return nil, nil, err
 	}
-	t.Blob(img.run)
+	run, err := img.run.marshal()
+	if err != nil {
+		return nil, nil, err
+	}
+	t.Blob(run)
 	img.appendFences(&t) // leader epoch and event budgets (caps.go), last: older snapshots lack them
 	img.sizes.head.Store(int64(len(e.Bytes())))
 	img.sizes.tail.Store(int64(len(t.Bytes())))
