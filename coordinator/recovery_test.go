@@ -267,17 +267,8 @@ func TestCompaction_TheLogKeepsOnlyWhatTheOlderSnapshotDoesNotCover(t *testing.T
 			t.Fatal(err)
 		}
 	}
-	js, _ := jetstream.New(e.coordClient())
-	name, _ := streamNames(e.subj.Prefix)
 	ctx := context.Background()
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := js.ObjectStore(ctx, snapshotBucket(e.subj.Prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, obj := logAndSnapshots(t, e)
 	snaps := &snapshotStore{obj: obj}
 	eventually(t, 20*time.Second, "the rejected records compacted away", func() bool {
 		info, err := st.Info(ctx)
@@ -323,17 +314,8 @@ func TestSnapshot_ARoundsSnapshotIsTakenAfterItsBurstNotAtThePlan(t *testing.T) 
 	nc := e.client(nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
 	_, stop := startJobs(t, nc, e.subj, []string{"a", "b", "c"}, 1)
 	defer stop()
-	js, _ := jetstream.New(e.coordClient())
 	ctx := context.Background()
-	name, _ := streamNames(e.subj.Prefix)
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := js.ObjectStore(ctx, snapshotBucket(e.subj.Prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, obj := logAndSnapshots(t, e)
 	checked := map[string]bool{}
 	eventually(t, 30*time.Second, "three snapshots checked against their rounds' plans", func() bool {
 		infos, err := obj.List(ctx)
@@ -374,4 +356,22 @@ func TestSnapshot_ARoundsSnapshotIsTakenAfterItsBurstNotAtThePlan(t *testing.T) 
 		}
 		return len(checked) >= 3
 	})
+}
+
+// logAndSnapshots opens e's log stream and snapshot store with the
+// coordinator's rights.
+func logAndSnapshots(t *testing.T, e *env) (jetstream.Stream, jetstream.ObjectStore) {
+	t.Helper()
+	js, _ := jetstream.New(e.coordClient())
+	ctx := context.Background()
+	name, _ := streamNames(e.subj.Prefix)
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(ctx, snapshotBucket(e.subj.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, obj
 }
