@@ -144,18 +144,7 @@ func TestPacedSnapshot_AWriterThatDiesMidPutLeavesNoSnapshotAndLosesNothing(t *t
 	}
 	e.close()
 
-	err, svc, stopSvc := runDamaged(t, e, false)
-	if err != nil {
-		t.Fatalf("a start after a writer died mid-put: %v", err)
-	}
-	defer stopSvc()
-	if h := svc.Health(); h.Recovery != "" {
-		t.Errorf("the start reports a recovery: %+v", h)
-	}
-	got := status(t, e.client(), e.subj)
-	if len(got.Jobs) != len(want.Jobs) || got.Round < want.Round {
-		t.Errorf("after the start: %d jobs at round %d, before %d jobs at round %d", len(got.Jobs), got.Round, len(want.Jobs), want.Round)
-	}
+	defer startsWithEveryJob(t, e, want, "a start after a writer died mid-put")()
 	seqsAfter, err := (&snapshotStore{obj: mustObjectStore(t, e)}).list(context.Background())
 	if err != nil || slices.Contains(seqsAfter, seqs[0]+1000) {
 		t.Errorf("snapshots after the start %v (%v): the half-written one is listed", seqsAfter, err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shockwave-sched/shockwave/protocol"
 )
 
 // goneStore is the real object store, with the leader's compaction forced
@@ -104,16 +106,25 @@ func TestSnapshotRead_AStartWhoseNewestSnapshotGoesMeanwhileRestoresTheNextOne(t
 	e.scfg.snapStore = func(o jetstream.ObjectStore) jetstream.ObjectStore {
 		return &goneStore{ObjectStore: o, victim: snapshotName(seqs[0]), before: true}
 	}
-	err, svc, stopSvc := runDamaged(t, e, false)
+	defer startsWithEveryJob(t, e, want, "a start whose newest snapshot was deleted meanwhile")()
+}
+
+// startsWithEveryJob starts the coordinator on e's stored state, which
+// must serve without reporting a recovery and with every job of want at
+// its round or later; what names the start in failures. It returns the
+// coordinator's stop.
+func startsWithEveryJob(t *testing.T, e *env, want *protocol.StatusReply, what string) func() {
+	t.Helper()
+	err, svc, stop := runDamaged(t, e, false)
 	if err != nil {
-		t.Fatalf("a start whose newest snapshot was deleted meanwhile: %v", err)
+		t.Fatalf("%s: %v", what, err)
 	}
-	defer stopSvc()
 	if h := svc.Health(); h.Recovery != "" {
-		t.Errorf("the start reports a recovery: %+v", h)
+		t.Errorf("%s reports a recovery: %+v", what, h)
 	}
 	got := status(t, e.client(), e.subj)
 	if len(got.Jobs) != len(want.Jobs) || got.Round < want.Round {
-		t.Errorf("after the start: %d jobs at round %d, before %d jobs at round %d", len(got.Jobs), got.Round, len(want.Jobs), want.Round)
+		t.Errorf("after %s: %d jobs at round %d, before %d jobs at round %d", what, len(got.Jobs), got.Round, len(want.Jobs), want.Round)
 	}
+	return stop
 }
