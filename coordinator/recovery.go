@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -505,11 +506,13 @@ func (s *Service) storeState(ctx context.Context, st *storage, snaps *snapshotSt
 	defer cancel()
 	head := &StateSnapshot{Seq: w.seq}
 	start := time.Now()
-	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, paced(ctx, sealedReader(w.seq, w.round, w.parts...), snapshotPace))
+	sealed := sealSnapshot(w.seq, w.round, w.parts...)
+	w.parts = nil
+	s.storeStep(fmt.Sprintf("compression to %.1f MiB", float64(len(sealed))/(1<<20)), &start)
+	info, err := snaps.obj.Put(ctx, jetstream.ObjectMeta{Name: snapshotName(head.Seq)}, paced(ctx, bytes.NewReader(sealed), snapshotPace))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", snapshotName(head.Seq), err)
 	}
-	w.parts = nil
 	s.storeStep(fmt.Sprintf("put of %.1f MiB", float64(info.Size)/(1<<20)), &start)
 	if err := snaps.verify(ctx, head.Seq, snapshotPace); err != nil {
 		return fmt.Errorf("reading back: %w", err)

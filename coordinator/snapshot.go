@@ -1,14 +1,9 @@
 package coordinator
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -23,44 +18,12 @@ import (
 // mechanism), the last round and its leases, the log's configuration —
 // at one log sequence. A restart restores the newest good snapshot and
 // replays only the records after it; the log is compacted behind
-// snapshots (recovery.go). The format, version 1 (docs/durability.md):
-//
-//	offset  size  field
-//	0       8     magic "SWSNAP\r\n" (a text-mode transfer garbles it)
-//	8       4     format version, little-endian uint32 (1)
-//	12      4     flags, 0
-//	16      8     log sequence the state covers (uint64)
-//	24      8     next round (uint64)
-//	32      8     payload length n (uint64, at most MaxSnapshotBytes)
-//	40      32    SHA-256 of bytes 0..39 followed by the payload
-//	72      n     payload (package internal/wire encoding)
+// snapshots (recovery.go). The envelope (magic, version, digest,
+// compression) is snapenvelope.go's.
 //
 // The payload holds the configuration record (JSON), the fold's clock,
 // the last round and its RUN leases (JSON), then the Core's state
-// (snapshot_core.go) ending with the policy's (policy.Stateful). Decoding
-// checks the magic, version, flags, exact length and digest before it
-// reads a byte of the payload, and the payload decoder is bounded by its
-// input (package wire).
-
-// Snapshot format constants.
-const (
-	snapshotMagic   = "SWSNAP\r\n"
-	snapshotVersion = 1
-	snapshotHeader  = 72
-	// MaxSnapshotBytes bounds the payload of a state snapshot.
-	MaxSnapshotBytes = 1 << 30
-)
-
-// ErrSnapshotCorrupt is wrapped by every error of DecodeStateSnapshot.
-var ErrSnapshotCorrupt = errors.New("coordinator: corrupt state snapshot")
-
-// StateSnapshot is a decoded state snapshot: the log position it covers and
-// its payload, checked but not yet restored.
-type StateSnapshot struct {
-	Seq     uint64 // the last log record folded into the state
-	Round   int    // the next round the restored Core schedules
-	payload []byte
-}
+// (snapshot_core.go) ending with the policy's (policy.Stateful).
 
 // encodeState writes the fold's state as a snapshot.
 func (f *fold) encodeState() ([]byte, error) {
@@ -225,132 +188,11 @@ func (img *foldImage) encodeHead(e *wire.Encoder) error {
 	return nil
 }
 
-// sealSnapshot puts the envelope around a payload, given as the
-// concatenation of parts (one copy).
-func sealSnapshot(seq uint64, round int, parts ...[]byte) []byte {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	out := make([]byte, snapshotHeader, snapshotHeader+n)
-	copy(out, snapshotMagic)
-	binary.LittleEndian.PutUint32(out[8:], snapshotVersion)
-	binary.LittleEndian.PutUint64(out[16:], seq)
-	binary.LittleEndian.PutUint64(out[24:], uint64(round))
-	binary.LittleEndian.PutUint64(out[32:], uint64(n))
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	sum := snapshotDigest(out[:40], out[snapshotHeader:])
-	copy(out[40:72], sum[:])
-	return out
-}
-
-func snapshotDigest(head, payload []byte) [32]byte {
-	h := sha256.New()
-	h.Write(head)
-	h.Write(payload)
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
-}
-
 // blobLen is the length prefix wire.Encoder.Blob writes before a blob.
 func blobLen(b []byte) []byte {
 	var e wire.Encoder
 	e.U64(uint64(len(b)))
 	return e.Bytes()
-}
-
-// DecodeStateSnapshot checks a state snapshot's envelope: magic, version,
-// flags, length and SHA-256. It does not restore the state (see
-// RestoreStateSnapshot).
-func DecodeStateSnapshot(data []byte) (*StateSnapshot, error) {
-	if len(data) < snapshotHeader {
-		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrSnapshotCorrupt, len(data), snapshotHeader)
-	}
-	seq, round, err := checkHeader(data[:snapshotHeader], uint64(len(data)-snapshotHeader))
-	if err != nil {
-		return nil, err
-	}
-	payload := data[snapshotHeader:]
-	if sum := snapshotDigest(data[:40], payload); !bytes.Equal(sum[:], data[40:72]) {
-		return nil, fmt.Errorf("%w: SHA-256 mismatch (stored %x, computed %x)", ErrSnapshotCorrupt, data[40:48], sum[:8])
-	}
-	return &StateSnapshot{Seq: seq, Round: round, payload: payload}, nil
-}
-
-// checkHeader checks a snapshot's header against the length of the payload
-// that follows it and returns the sequence and round it names.
-func checkHeader(head []byte, found uint64) (seq uint64, round int, err error) {
-	if string(head[:8]) != snapshotMagic {
-		return 0, 0, fmt.Errorf("%w: bad magic %q", ErrSnapshotCorrupt, head[:8])
-	}
-	if v := binary.LittleEndian.Uint32(head[8:]); v != snapshotVersion {
-		return 0, 0, fmt.Errorf("%w: format version %d, this coordinator reads %d", ErrSnapshotCorrupt, v, snapshotVersion)
-	}
-	if fl := binary.LittleEndian.Uint32(head[12:]); fl != 0 {
-		return 0, 0, fmt.Errorf("%w: unknown flags %#x", ErrSnapshotCorrupt, fl)
-	}
-	seq = binary.LittleEndian.Uint64(head[16:])
-	r := binary.LittleEndian.Uint64(head[24:])
-	n := binary.LittleEndian.Uint64(head[32:])
-	switch {
-	case n > MaxSnapshotBytes:
-		return 0, 0, fmt.Errorf("%w: payload of %d bytes exceeds the limit %d", ErrSnapshotCorrupt, n, MaxSnapshotBytes)
-	case n != found:
-		return 0, 0, fmt.Errorf("%w: header says %d payload bytes, found %d", ErrSnapshotCorrupt, n, found)
-	case r > math.MaxInt32:
-		return 0, 0, fmt.Errorf("%w: round %d out of range", ErrSnapshotCorrupt, r)
-	}
-	return seq, int(r), nil
-}
-
-// sealedReader is sealSnapshot's output as a stream over parts, without
-// copying them: the writer stores a snapshot of any size with no second
-// copy in memory.
-func sealedReader(seq uint64, round int, parts ...[]byte) io.Reader {
-	head := make([]byte, snapshotHeader)
-	copy(head, snapshotMagic)
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	binary.LittleEndian.PutUint32(head[8:], snapshotVersion)
-	binary.LittleEndian.PutUint64(head[16:], seq)
-	binary.LittleEndian.PutUint64(head[24:], uint64(round))
-	binary.LittleEndian.PutUint64(head[32:], uint64(n))
-	h := sha256.New()
-	h.Write(head[:40])
-	readers := []io.Reader{bytes.NewReader(head)}
-	for _, p := range parts {
-		h.Write(p)
-		readers = append(readers, bytes.NewReader(p))
-	}
-	h.Sum(head[40:40])
-	return io.MultiReader(readers...)
-}
-
-// verifySealed reads a sealed snapshot from r and checks it as
-// DecodeStateSnapshot does, keeping no more than a buffer of it in memory.
-func verifySealed(r io.Reader) (seq uint64, err error) {
-	head := make([]byte, snapshotHeader)
-	if _, err := io.ReadFull(r, head); err != nil {
-		return 0, fmt.Errorf("%w: reading the header: %v", ErrSnapshotCorrupt, err)
-	}
-	h := sha256.New()
-	h.Write(head[:40])
-	found, err := io.Copy(h, io.LimitReader(r, MaxSnapshotBytes+1))
-	if err != nil {
-		return 0, fmt.Errorf("%w: reading the payload: %v", ErrSnapshotCorrupt, err)
-	}
-	if seq, _, err = checkHeader(head, uint64(found)); err != nil {
-		return 0, err
-	}
-	if sum := h.Sum(nil); !bytes.Equal(sum, head[40:72]) {
-		return 0, fmt.Errorf("%w: SHA-256 mismatch (stored %x, computed %x)", ErrSnapshotCorrupt, head[40:48], sum[:8])
-	}
-	return seq, nil
 }
 
 // restore builds a fold from the snapshot: a fresh Core and policy from

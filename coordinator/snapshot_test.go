@@ -208,8 +208,8 @@ func TestSnapshot_DamagedSnapshotsAreRefusedWithTheReason(t *testing.T) {
 		{"magic", flip(1), "bad magic"},
 		{"version", flip(8), "format version"},
 		{"flags", flip(13), "unknown flags"},
-		{"length", flip(33), "payload bytes"},
-		{"truncated", data[:len(data)-1], "payload bytes"},
+		{"length", flip(33), "body bytes"},
+		{"truncated", data[:len(data)-1], "body bytes"},
 		{"payload bit", flip(len(data) - 10), "SHA-256 mismatch"},
 		{"digest bit", flip(50), "SHA-256 mismatch"},
 		{"sequence", flip(16), "SHA-256 mismatch"},
@@ -225,6 +225,22 @@ func TestSnapshot_DamagedSnapshotsAreRefusedWithTheReason(t *testing.T) {
 	}
 	if _, _, err := RestoreStateSnapshot(data, protocol.DefaultPrefix); err != nil {
 		t.Errorf("the intact snapshot: %v", err)
+	}
+	// The same state as coordinators before the compressed format stored
+	// it restores to the same state.
+	payload, err := h.f.encodePayload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, seq, err := RestoreStateSnapshot(sealPlain(h.f.seq, h.f.core.NextRound(), payload), protocol.DefaultPrefix)
+	if err != nil {
+		t.Fatalf("an uncompressed snapshot: %v", err)
+	}
+	if seq != h.f.seq || core.NextRound() != h.f.core.NextRound() {
+		t.Errorf("an uncompressed snapshot restored record %d, round %d; want %d, %d", seq, core.NextRound(), h.f.seq, h.f.core.NextRound())
+	}
+	if data[12] != snapshotDeflate || !bytes.Equal(sealSnapshot(h.f.seq, h.f.core.NextRound(), payload), data) {
+		t.Errorf("the snapshot written is not the compressed seal of its payload (flags %d)", data[12])
 	}
 }
 
