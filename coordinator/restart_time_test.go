@@ -244,3 +244,32 @@ func BenchmarkSnapshot_LoopPartOfAWeekOf2000Jobs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSnapshot_SealAWeekOf2000Jobs measures the envelope of the
+// week's state: compressing and sealing it (the writer, before the put)
+// and checking and inflating it (a restart or the writer's read-back),
+// with the payload's and the stored size (snapenvelope.go).
+func BenchmarkSnapshot_SealAWeekOf2000Jobs(b *testing.B) {
+	h := newHistory(b, weekPolicy, policy.Options{}, weekGPUs, 5)
+	h.run(weekJobs, weekHistoryRd)
+	inflateToAWeek(h.f.core)
+	payload, err := h.f.encodePayload()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sealed := sealSnapshot(h.f.seq, h.f.core.NextRound(), payload)
+	b.Run("seal", func(b *testing.B) {
+		for b.Loop() {
+			sealed = sealSnapshot(h.f.seq, h.f.core.NextRound(), payload)
+		}
+		b.ReportMetric(float64(len(payload))/1e6, "payload-MB")
+		b.ReportMetric(float64(len(sealed))/1e6, "stored-MB")
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := DecodeStateSnapshot(sealed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
