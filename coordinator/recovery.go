@@ -149,7 +149,8 @@ func (s *snapshotStore) get(ctx context.Context, seq uint64) (*StateSnapshot, er
 }
 
 // verify reads the snapshot covering seq back and checks it, as get does,
-// without holding it in memory, at pace bytes a second (pace.go).
+// holding the stored (compressed) body but not the payload it inflates
+// to, at pace bytes a second (pace.go).
 func (s *snapshotStore) verify(ctx context.Context, seq uint64, pace int64) error {
 	r, err := s.obj.Get(ctx, snapshotName(seq))
 	if err != nil {
