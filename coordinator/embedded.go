@@ -253,6 +253,16 @@ func (e *Embedded) AdminSecretFile(dataDir string) string {
 	return filepath.Join(dataDir, "auth", adminSecretFile)
 }
 
+// CoordinatorSecretFile is the file holding the coordinator's secret in
+// none and token mode (the NATS token of a coordinator on --nats-url, and
+// of a standby), else "".
+func (e *Embedded) CoordinatorSecretFile(dataDir string) string {
+	if e.local == nil {
+		return ""
+	}
+	return filepath.Join(dataDir, "auth", coordinatorSecretFile)
+}
+
 // Shutdown stops the server, waits for it and releases the data directory.
 func (e *Embedded) Shutdown() {
 	select {

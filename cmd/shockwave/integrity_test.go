@@ -52,9 +52,16 @@ type syncBuffer = syncbuf.Buffer
 // coordProcess starts `shockwave coordinator args...` as a process.
 func coordProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, chan int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCLIProcess$")
-	cmd.Env = append(os.Environ(), cliArgsEnv+"="+strings.Join(append([]string{"coordinator"}, args...), "\x1f"))
-	out := &syncBuffer{}
+	return cliProcess(t, append([]string{"coordinator"}, args...)...)
+}
+
+// cliProcess starts `shockwave args...` as a process, killed when the
+// test ends; exited receives its exit code.
+func cliProcess(t *testing.T, args ...string) (cmd *exec.Cmd, out *syncBuffer, exited chan int) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0], "-test.run=^TestCLIProcess$")
+	cmd.Env = append(os.Environ(), cliArgsEnv+"="+strings.Join(args, "\x1f"))
+	out = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -64,7 +71,7 @@ func coordProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, chan in
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan int, 1)
+	exited = make(chan int, 1)
 	go func() {
 		err := cmd.Wait()
 		var ee *exec.ExitError
