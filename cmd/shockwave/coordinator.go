@@ -36,7 +36,8 @@ var signalContext = func() (context.Context, context.CancelFunc) {
 }
 
 type coordFlags struct {
-	listen, natsURL, natsCreds, dataDir, policy, config, http, prefix  string
+	listen, natsURL, natsCreds, authority, dataDir, policy, config     string
+	http, prefix                                                       string
 	auth, token, tokenFile, logFormat, logLevel, info                  string
 	tlsCert, tlsKey, tlsCA, nodes, cluster                             string
 	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient, leaseRounds int
@@ -74,6 +75,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	fs.StringVar(&f.natsURL, "nats-url", "", "connect to this NATS cluster instead of embedding a server")
 	fs.StringVar(&f.natsCreds, "nats-creds", "", "credentials `FILE` for --nats-url")
+	fs.StringVar(&f.authority, "authority", "", "with --nats-url to a `shockwave nats --auth creds` server: its credentials authority `DIR` (its DATA/auth), to connect as the coordinator and issue the job credentials agents fetch")
 	fs.StringVar(&f.dataDir, "data-dir", "./shockwave-data", "JetStream storage and credentials of the embedded server")
 	fs.IntVar(&f.gpus, "gpus", 0, "number of GPUs to schedule: one node, node-0 (or --nodes, --cluster)")
 	fs.StringVar(&f.nodes, "nodes", "", "`NxK`: N nodes of K GPUs each, named node-0… (instead of --gpus)")
@@ -215,7 +217,13 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", usageError{err}
 	}
 	if f.natsURL != "" && mode != coordinator.AuthNone {
-		return cfg, "", badInput("--auth configures the embedded server; with --nats-url use --nats-creds or --token")
+		return cfg, "", badInput("--auth configures the embedded server; with --nats-url use --nats-creds, --token or --authority")
+	}
+	switch {
+	case f.authority != "" && f.natsURL == "":
+		return cfg, "", badInput("--authority goes with --nats-url (an embedded server in creds mode keeps its authority in --data-dir)")
+	case f.authority != "" && (f.natsCreds != "" || f.token != "" || f.tokenFile != ""):
+		return cfg, "", badInput("--authority is the coordinator's credential; drop --nats-creds, --token and --token-file")
 	}
 	name, err := policy.Canonical(f.policy)
 	if err != nil {
@@ -298,6 +306,18 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 		if f.natsCreds != "" {
 			opts = append(opts, nats.UserCredentials(f.natsCreds))
 		}
+		var auth *coordinator.Authority
+		if f.authority != "" {
+			var err error
+			if auth, err = coordinator.LoadAuthority(f.authority, false); err != nil {
+				return nil, nil, nil, badInput("--authority: %v", err)
+			}
+			o, err := auth.CoordinatorOption()
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			opts = append(opts, o)
+		}
 		if f.token != "" {
 			opts = append(opts, nats.Token(f.token))
 		}
@@ -307,7 +327,7 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 			return nil, nil, nil, fmt.Errorf("connecting to %s: %w", f.natsURL, err)
 		}
 		log.Info().Str("url", f.natsURL).Msg("connected to NATS")
-		return nc, func() {}, nil, nil
+		return nc, func() {}, auth, nil
 	}
 	if mode == coordinator.AuthNone && !coordinator.IsLoopback(f.listen) {
 		log.Warn().Str("listen", f.listen).Msg("no authentication on a non-loopback address: anyone who reaches it can register jobs and publish events; use --auth token or --auth creds")

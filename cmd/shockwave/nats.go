@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/shockwave-sched/shockwave/coordinator"
@@ -12,10 +13,11 @@ import (
 
 // `shockwave nats` runs the coordinator's NATS server alone, in a process
 // of its own: JetStream, the jobs' account with its permissions, the
-// flood guard, the coordinator's and the administrator's secrets in the
-// data directory, exactly as `shockwave coordinator` embeds it. A
-// coordinator (and its standbys) then connect with --nats-url and the
-// coordinator's secret. At 10,000 jobs each with a connection of its own,
+// flood guard, the coordinator's and the administrator's secrets (none and
+// token mode) or the credentials authority and its revocations (creds
+// mode) in the data directory, exactly as `shockwave coordinator` embeds
+// it. A coordinator (and its standbys) then connect with --nats-url and
+// the coordinator's secret, or --authority in creds mode. At 10,000 jobs each with a connection of its own,
 // the server's connections are most of an embedded coordinator's memory
 // and their collections most of its tail (docs/scale.md); apart, the
 // coordinator keeps neither.
@@ -33,7 +35,7 @@ type natsFlags struct {
 func (f *natsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "client address")
 	fs.StringVar(&f.dataDir, "data-dir", "./shockwave-data", "JetStream storage and the secrets")
-	fs.StringVar(&f.auth, "auth", "none", "authentication: none or token (creds mode needs the embedded server)")
+	fs.StringVar(&f.auth, "auth", "none", "authentication: none, token or creds (the authority in DATA/auth; coordinators connect with --authority DATA/auth)")
 	fs.StringVar(&f.token, "token", "", "shared job token (--auth token; default $SHOCKWAVE_TOKEN)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the shared job token from `FILE`")
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix (the coordinators' --prefix)")
@@ -52,8 +54,6 @@ func (f *natsFlags) config() (coordinator.EmbeddedConfig, error) {
 		return coordinator.EmbeddedConfig{}, usageError{err}
 	}
 	switch {
-	case mode == coordinator.AuthCreds:
-		return coordinator.EmbeddedConfig{}, badInput("--auth creds: the coordinator issues and revokes credentials with the server's own authority; run it embedded (shockwave coordinator --auth creds)")
 	case f.floodLimit != 0 && f.floodLimit < 100:
 		return coordinator.EmbeddedConfig{}, badInput("--flood-limit: %d is below 100 messages a second (0 turns the guard off)", f.floodLimit)
 	case (f.tlsCert == "") != (f.tlsKey == ""):
@@ -120,10 +120,13 @@ func runNATS(args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer emb.Shutdown()
-	secret := emb.CoordinatorSecretFile(f.dataDir)
+	how := "--token-file " + emb.CoordinatorSecretFile(f.dataDir)
+	if cfg.Auth == coordinator.AuthCreds {
+		how = "--authority " + filepath.Join(f.dataDir, "auth")
+	}
 	log.Info().Str("url", emb.ClientURL()).Str("data_dir", f.dataDir).Str("auth", string(cfg.Auth)).Bool("tls", f.tlsCert != "").
-		Str("coordinator_token_file", secret).Str("admin_token_file", emb.AdminSecretFile(f.dataDir)).
-		Msg("NATS server started: shockwave coordinator --nats-url " + emb.ClientURL() + " --token-file " + secret)
+		Str("admin_token_file", emb.AdminSecretFile(f.dataDir)).
+		Msg("NATS server started: shockwave coordinator --nats-url " + emb.ClientURL() + " " + how)
 	<-ctx.Done()
 	log.Info().Msg("NATS server stopping")
 	return nil

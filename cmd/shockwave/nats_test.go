@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -116,7 +117,6 @@ func TestNATS_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--auth", "creds"}, "run it embedded"},
 		{[]string{"--auth", "token"}, "--auth token needs"},
 		{[]string{"--auth", "kerberos"}, "kerberos"},
 		{[]string{"--flood-limit", "5"}, "--flood-limit"},
@@ -159,4 +159,54 @@ func TestNATS_ASecondServerOrCoordinatorOnItsDataDirFails(t *testing.T) {
 		t.Fatalf("the first server stopped serving: %v", err)
 	}
 	nc.Close()
+}
+
+// Creds mode with the server apart: the server keeps the authority and
+// applies its revocations; the coordinator connects with --authority, a
+// job with the credentials `shockwave creds issue` gave it registers and
+// runs, and once `shockwave creds revoke` revoked them they no longer
+// connect.
+func TestNATS_CredsModeServerApartIssuesServesAndRevokes(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	url := "nats://" + addr
+	cliProcess(t, "nats", "--listen", addr, "--data-dir", dir, "--auth", "creds", "--log-level", "warn")
+	authDir := filepath.Join(dir, "auth")
+	var creds string
+	waitFor(t, 20*time.Second, "the server's authority and a job's credentials", func() bool {
+		code, out, _ := runCLI("creds", "issue", "--data-dir", dir, "job-c")
+		creds = out
+		return code == 0
+	})
+	path := filepath.Join(t.TempDir(), "job-c.creds")
+	if err := os.WriteFile(path, []byte(creds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the server's process", func() bool {
+		nc, err := nats.Connect(url, nats.UserCredentials(path))
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	})
+	_, coordLog, _ := cliProcess(t, "coordinator", "--nats-url", url, "--authority", authDir, "--gpus", "2", "--round", "1s", "--log-level", "warn")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	job, err := sdk.Register(ctx, sdk.WithURL(url), sdk.WithCredentials(path), sdk.WithJobID("job-c"),
+		sdk.WithModel("ResNet-18"), sdk.WithBatchSize(32), sdk.WithDatasetSize(1000), sdk.WithTotalSteps(1_000_000))
+	if err != nil {
+		t.Fatalf("register with issued credentials through the server's process: %v\n%s", err, coordLog.String())
+	}
+	defer job.Close()
+	waitFor(t, 20*time.Second, "a RUN lease", func() bool { return job.LeaseState() == sdk.Running })
+	if code, out, errOut := runCLI("creds", "revoke", "--data-dir", dir, "job-c"); code != 0 || !strings.Contains(out, "revoked 1") {
+		t.Fatalf("creds revoke: exit %d %s %s", code, out, errOut)
+	}
+	waitFor(t, 10*time.Second, "the revoked credentials refused", func() bool {
+		nc, err := nats.Connect(url, nats.UserCredentials(path), nats.NoReconnect())
+		if err == nil {
+			nc.Close()
+		}
+		return err != nil
+	})
 }
