@@ -48,12 +48,12 @@ import (
 // rounds.
 const DefaultSnapshotRounds = 1
 
-// DefaultSnapshotShare is the default bound on the share of the loop's
-// time spent encoding snapshots. Up to a few thousand jobs a snapshot takes
-// the loop milliseconds and every round has one; at 10,000 jobs the state
-// is over 100 MB and one snapshot holds the loop for about half a second,
-// so they come every minute or so instead (a restart replays more records,
-// events wait behind a snapshot less often).
+// DefaultSnapshotShare is the default bound on the share of the time spent
+// taking snapshots: the loop's capture and the policy's encoding of its
+// state. Up to a few thousand jobs a snapshot takes milliseconds and every
+// round has one; at 10,000 jobs it takes 60–100 ms, so one comes every
+// 6–10 s at most (a restart replays more records, events wait behind a
+// capture less often).
 const DefaultSnapshotShare = 0.01
 
 // snapshotCheap is the loop time under which a snapshot never defers the
