@@ -51,8 +51,8 @@ const DefaultSnapshotRounds = 1
 // DefaultSnapshotShare is the default bound on the share of the time spent
 // taking snapshots: the loop's capture and the policy's encoding of its
 // state. Up to a few thousand jobs a snapshot takes milliseconds and every
-// round has one; at 10,000 jobs it takes 50–100 ms, so one comes every
-// 5–10 s at most (a restart replays more records, events wait behind a
+// round has one; at 10,000 jobs it takes 55–75 ms, so one comes every
+// 6–8 s at most (a restart replays more records, events wait behind a
 // capture less often).
 const DefaultSnapshotShare = 0.01
 
