@@ -229,10 +229,8 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	if err != nil {
 		return cfg, "", usageError{err}
 	}
-	for _, fl := range [][2]string{{"--tls-cert", f.tlsCert}, {"--tls-key", f.tlsKey}, {"--tls-ca", f.tlsCA}} {
-		if _, err := os.Stat(fl[1]); fl[1] != "" && err != nil {
-			return cfg, "", badInput("%s: %v", fl[0], err)
-		}
+	if err := checkTLSFiles(f.tlsCert, f.tlsKey, f.tlsCA); err != nil {
+		return cfg, "", err
 	}
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
 		MaxJobs: f.maxJobs, MaxJobsPerClient: f.maxJobsPerClient, LeaderTTL: f.leaderTTL,
@@ -245,15 +243,8 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	if err := f.policyConfig(&cfg, name); err != nil {
 		return cfg, "", err
 	}
-	if f.tokenFile != "" {
-		raw, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return cfg, "", badInput("--token-file: %v", err)
-		}
-		f.token = strings.TrimSpace(string(raw))
-	}
-	if f.token == "" {
-		f.token = os.Getenv("SHOCKWAVE_TOKEN")
+	if f.token, err = readToken(f.token, f.tokenFile, true); err != nil {
+		return cfg, "", err
 	}
 	if mode == coordinator.AuthToken && f.token == "" {
 		return cfg, "", badInput("--auth token needs --token, --token-file or $SHOCKWAVE_TOKEN")
@@ -332,14 +323,7 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	if mode == coordinator.AuthNone && !coordinator.IsLoopback(f.listen) {
 		log.Warn().Str("listen", f.listen).Msg("no authentication on a non-loopback address: anyone who reaches it can register jobs and publish events; use --auth token or --auth creds")
 	}
-	ecfg := coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir, Auth: mode, Token: f.token, Prefix: f.prefix, Logger: log, FloodLimit: f.floodLimit}
-	if f.floodLimit == 0 {
-		ecfg.FloodLimit = -1
-	}
-	if f.tlsCert != "" {
-		ecfg.TLS = &coordinator.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsCA}
-	}
-	emb, err := coordinator.StartEmbedded(ecfg)
+	emb, err := coordinator.StartEmbedded(embeddedConfig(f.listen, f.dataDir, mode, f.token, f.prefix, f.floodLimit, f.tlsCert, f.tlsKey, f.tlsCA, log))
 	if err != nil {
 		return nil, nil, nil, err
 	}

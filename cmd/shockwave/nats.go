@@ -3,9 +3,7 @@ package main
 import (
 	"flag"
 	"io"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/protocol"
@@ -66,32 +64,16 @@ func (f *natsFlags) config() (coordinator.EmbeddedConfig, error) {
 	if err := protocol.ValidatePrefix(f.prefix); err != nil {
 		return coordinator.EmbeddedConfig{}, usageError{err}
 	}
-	for _, fl := range [][2]string{{"--tls-cert", f.tlsCert}, {"--tls-key", f.tlsKey}, {"--tls-ca", f.tlsCA}} {
-		if _, err := os.Stat(fl[1]); fl[1] != "" && err != nil {
-			return coordinator.EmbeddedConfig{}, badInput("%s: %v", fl[0], err)
-		}
+	if err := checkTLSFiles(f.tlsCert, f.tlsKey, f.tlsCA); err != nil {
+		return coordinator.EmbeddedConfig{}, err
 	}
-	if f.tokenFile != "" {
-		raw, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return coordinator.EmbeddedConfig{}, badInput("--token-file: %v", err)
-		}
-		f.token = strings.TrimSpace(string(raw))
-	}
-	if f.token == "" {
-		f.token = os.Getenv("SHOCKWAVE_TOKEN")
+	if f.token, err = readToken(f.token, f.tokenFile, true); err != nil {
+		return coordinator.EmbeddedConfig{}, err
 	}
 	if mode == coordinator.AuthToken && f.token == "" {
 		return coordinator.EmbeddedConfig{}, badInput("--auth token needs --token, --token-file or $SHOCKWAVE_TOKEN")
 	}
-	cfg := coordinator.EmbeddedConfig{Listen: f.listen, DataDir: f.dataDir, Auth: mode, Token: f.token, Prefix: f.prefix, FloodLimit: f.floodLimit}
-	if f.floodLimit == 0 {
-		cfg.FloodLimit = -1
-	}
-	if f.tlsCert != "" {
-		cfg.TLS = &coordinator.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsCA}
-	}
-	return cfg, nil
+	return embeddedConfig(f.listen, f.dataDir, mode, f.token, f.prefix, f.floodLimit, f.tlsCert, f.tlsKey, f.tlsCA, nil), nil
 }
 
 func runNATS(args []string, _, stderr io.Writer) error {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -46,12 +45,8 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			return usageError{err}
 		}
 	}
-	if *tokenFile != "" {
-		raw, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return badInput("--token-file: %v", err)
-		}
-		*token = strings.TrimSpace(string(raw))
+	if *token, err = readToken(*token, *tokenFile, false); err != nil {
+		return err
 	}
 	opts, err := tls.options()
 	if err != nil {
