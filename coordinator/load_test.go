@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -231,7 +232,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	t.Logf("event to state: p50 %v, p90 %v, p95 %v, p99 %v, max %v; %.1f%% over 10 ms", pct(l, 50), pct(l, 90), pct(l, 95), pct(l, 99), l[len(l)-1], 100*over(l, 10*time.Millisecond))
 	t.Logf("  of which stored in the log to state: p50 %v, p99 %v, max %v", pct(st, 50), pct(st, 99), st[len(st)-1])
 	mu.Lock()
-	logLateAfterTicks(t, slices.Clone(late), slices.Clone(phases), time.Duration(round)*time.Second)
+	logLateAfterTicks(t, slices.Clone(late), slices.Clone(phases), time.Duration(round)*time.Second, srv.gc)
 	mu.Unlock()
 	t.Logf("round tick to last lease (measured window): p50 %v, p99 %v, max %v over %d rounds", pct(tk, 50), pct(tk, 99), tk[len(tk)-1], len(tk))
 	t.Logf("round tick to last lease (every round with active jobs, the first included): p50 %v, p99 %v, max %v over %d rounds", pct(al, 50), pct(al, 99), al[len(al)-1], len(al))
@@ -264,6 +265,7 @@ type loadNATS struct {
 	nc  *nats.Conn // the coordinator's connection, with its rights
 	pid int        // the server's process, 0 when embedded
 	emb *Embedded  // the server when embedded
+	gc  *gcLog     // the server process's collections (SHOCKWAVE_LOAD_SERVER_GCTRACE)
 }
 
 func startLoadNATS(t *testing.T) *loadNATS {
@@ -277,13 +279,28 @@ func startLoadNATS(t *testing.T) *loadNATS {
 	if v := os.Getenv("SHOCKWAVE_LOAD_SERVER_GOGC"); v != "" { // the server's process only
 		c.Env = append(c.Env, "GOGC="+v)
 	}
+	c.Stdout = os.Stderr
+	var gc *gcLog
+	var gcOut io.Reader
 	if os.Getenv("SHOCKWAVE_LOAD_SERVER_GCTRACE") != "" {
 		c.Env = append(c.Env, "GODEBUG=gctrace=1")
+		var err error
+		if gcOut, err = c.StderrPipe(); err != nil {
+			t.Fatal(err)
+		}
+		gc = &gcLog{}
+	} else {
+		c.Stderr = os.Stderr
 	}
-	c.Stdout, c.Stderr = os.Stderr, os.Stderr
 	holdStdin(t, c)
+	if gc != nil {
+		gc.started = time.Now()
+	}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if gc != nil {
+		go gc.read(gcOut, os.Stderr)
 	}
 	t.Cleanup(func() {
 		_ = c.Process.Kill()
@@ -304,7 +321,7 @@ func startLoadNATS(t *testing.T) *loadNATS {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return &loadNATS{url: string(url), nc: nc, pid: c.Process.Pid}
+	return &loadNATS{url: string(url), nc: nc, pid: c.Process.Pid, gc: gc}
 }
 
 // cpu is the server's process's CPU time (0 when it is embedded: this
@@ -678,7 +695,7 @@ func startLoadTrace(t *testing.T, dir string) (stop func()) {
 // over 10 ms were sent: bunched right after the ticks, they wait on the
 // rounds' work; spread evenly, on something else. The first second is cut
 // into tenths.
-func logLateAfterTicks(t *testing.T, late []time.Time, phases []roundTimes, round time.Duration) {
+func logLateAfterTicks(t *testing.T, late []time.Time, phases []roundTimes, round time.Duration, gc *gcLog) {
 	if len(late) == 0 || len(phases) == 0 {
 		return
 	}
@@ -719,7 +736,10 @@ func logLateAfterTicks(t *testing.T, late []time.Time, phases []roundTimes, roun
 	slots := slices.SortedFunc(maps.Keys(by), func(a, b time.Time) int { return by[b] - by[a] })
 	b.Reset()
 	for _, at := range slots[:min(8, len(slots))] {
-		fmt.Fprintf(&b, " %s: %d;", at.Format("15:04:05.0"), by[at])
+		fmt.Fprintf(&b, " %s: %d%s;", at.Format("15:04:05.0"), by[at], gc.describe(at))
 	}
 	t.Logf("  the busiest tenths of a second:%s", b.String())
+	if gc != nil {
+		t.Logf("  %s", gc.summary(phases[0].Fired, late[len(late)-1]))
+	}
 }
