@@ -194,20 +194,17 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", badInput("--max-message: %d out of range [1024, %d]", f.maxMessage, 64<<20)
 	case f.replicas < 1 || f.replicas > 5:
 		return cfg, "", badInput("--replicas: %d out of range [1, 5]", f.replicas)
-	case f.floodLimit != 0 && f.floodLimit < 100:
-		return cfg, "", badInput("--flood-limit: %d is below 100 messages a second (0 turns the guard off)", f.floodLimit)
 	case f.maxJobs < 1 || f.maxJobsPerClient < 1:
 		return cfg, "", badInput("--max-jobs and --max-jobs-per-client must be positive, got %d and %d", f.maxJobs, f.maxJobsPerClient)
 	case f.leaderTTL < 0 || (f.leaderTTL > 0 && f.leaderTTL < 100*time.Millisecond) || f.leaderTTL > time.Minute:
 		return cfg, "", badInput("--leader-ttl: %v out of range [100ms, 1m]", f.leaderTTL)
-	case (f.tlsCert == "") != (f.tlsKey == ""):
-		return cfg, "", badInput("--tls-cert and --tls-key go together")
 	case f.tlsCA != "" && f.tlsCert == "" && f.natsURL == "":
 		return cfg, "", badInput("--tls-ca needs --tls-cert (the embedded server's TLS) or --nats-url")
 	case f.tlsCert != "" && f.natsURL != "":
 		return cfg, "", badInput("--tls-cert configures the embedded server; with --nats-url use --tls-ca")
-	case f.logFormat != "json" && f.logFormat != "console":
-		return cfg, "", badInput("--log-format: unknown format %q (want json or console)", f.logFormat)
+	}
+	if err := checkServerFlags(f.floodLimit, f.tlsCert, f.tlsKey, f.logFormat); err != nil {
+		return cfg, "", err
 	}
 	if err := protocol.ValidatePrefix(f.prefix); err != nil {
 		return cfg, "", usageError{err}

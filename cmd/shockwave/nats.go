@@ -51,15 +51,11 @@ func (f *natsFlags) config() (coordinator.EmbeddedConfig, error) {
 	if err != nil {
 		return coordinator.EmbeddedConfig{}, usageError{err}
 	}
-	switch {
-	case f.floodLimit != 0 && f.floodLimit < 100:
-		return coordinator.EmbeddedConfig{}, badInput("--flood-limit: %d is below 100 messages a second (0 turns the guard off)", f.floodLimit)
-	case (f.tlsCert == "") != (f.tlsKey == ""):
-		return coordinator.EmbeddedConfig{}, badInput("--tls-cert and --tls-key go together")
-	case f.tlsCA != "" && f.tlsCert == "":
+	if err := checkServerFlags(f.floodLimit, f.tlsCert, f.tlsKey, f.logFormat); err != nil {
+		return coordinator.EmbeddedConfig{}, err
+	}
+	if f.tlsCA != "" && f.tlsCert == "" {
 		return coordinator.EmbeddedConfig{}, badInput("--tls-ca needs --tls-cert")
-	case f.logFormat != "json" && f.logFormat != "console":
-		return coordinator.EmbeddedConfig{}, badInput("--log-format: unknown format %q (want json or console)", f.logFormat)
 	}
 	if err := protocol.ValidatePrefix(f.prefix); err != nil {
 		return coordinator.EmbeddedConfig{}, usageError{err}

@@ -28,6 +28,21 @@ func readToken(token, file string, env bool) (string, error) {
 	return token, nil
 }
 
+// checkServerFlags checks the flags of the embedded server that the
+// coordinator and nats commands share: the flood limit, the TLS pair and
+// the log format.
+func checkServerFlags(floodLimit int, cert, key, logFormat string) error {
+	switch {
+	case floodLimit != 0 && floodLimit < 100:
+		return badInput("--flood-limit: %d is below 100 messages a second (0 turns the guard off)", floodLimit)
+	case (cert == "") != (key == ""):
+		return badInput("--tls-cert and --tls-key go together")
+	case logFormat != "json" && logFormat != "console":
+		return badInput("--log-format: unknown format %q (want json or console)", logFormat)
+	}
+	return nil
+}
+
 // checkTLSFiles checks that the TLS files named exist.
 func checkTLSFiles(cert, key, ca string) error {
 	for _, fl := range [][2]string{{"--tls-cert", cert}, {"--tls-key", key}, {"--tls-ca", ca}} {
