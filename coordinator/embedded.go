@@ -211,7 +211,7 @@ func (e *Embedded) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	case e.local != nil:
 		opts = append(opts, nats.Token(string(e.local.coordSecret)))
 	case e.auth != nil:
-		o, err := e.auth.coordinator()
+		o, err := e.auth.CoordinatorOption()
 		if err != nil {
 			return nil, err
 		}
@@ -235,7 +235,7 @@ func (e *Embedded) CoordinatorOptions() ([]nats.Option, error) {
 	case e.local != nil:
 		return []nats.Option{nats.Token(string(e.local.coordSecret))}, nil
 	case e.auth != nil:
-		o, err := e.auth.coordinator()
+		o, err := e.auth.CoordinatorOption()
 		if err != nil {
 			return nil, err
 		}

@@ -231,14 +231,11 @@ func (a *Authority) IssueAdmin(s protocol.Subjects, name string, ttl time.Durati
 	return jwt.FormatUserConfig(tok, seed)
 }
 
-// CoordinatorOption is the connection option of a coordinator on a server
-// of this authority that it does not embed (shockwave nats --auth creds):
-// an unrestricted COORD-account user. Keep it as secret as the authority.
-func (a *Authority) CoordinatorOption() (nats.Option, error) { return a.coordinator() }
-
-// coordinator returns the connection option of the coordinator itself: an
-// unrestricted COORD-account user.
-func (a *Authority) coordinator() (nats.Option, error) {
+// CoordinatorOption is the connection option of the coordinator itself, on
+// its embedded server or on a server of this authority that it does not
+// embed (shockwave nats --auth creds): an unrestricted COORD-account user.
+// Keep it as secret as the authority.
+func (a *Authority) CoordinatorOption() (nats.Option, error) {
 	tok, seed, err := user(a.coord, "coordinator", nil, 0)
 	if err != nil {
 		return nil, err

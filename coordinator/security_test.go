@@ -215,7 +215,7 @@ func TestIsLoopback_RecognizesLoopbackListenAddresses(t *testing.T) {
 // coordinator's account, to read status in creds mode.
 func mustCoordinatorAuth(t *testing.T, e *env) []nats.Option {
 	t.Helper()
-	o, err := e.emb.Authority().coordinator()
+	o, err := e.emb.Authority().CoordinatorOption()
 	if err != nil {
 		t.Fatal(err)
 	}
