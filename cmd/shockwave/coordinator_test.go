@@ -31,6 +31,7 @@ func TestCoordinator_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
 		{"auth with an external cluster", []string{"--gpus", "2", "--nats-url", "nats://x:1", "--auth", "creds"}, "--auth"},
 		{"authority without an external server", []string{"--gpus", "2", "--authority", "/tmp"}, "--authority goes with --nats-url"},
 		{"authority and a token", []string{"--gpus", "2", "--nats-url", "nats://x:1", "--authority", "/tmp", "--token", "t"}, "--authority is the coordinator's credential"},
+		{"authority that is no authority", []string{"--gpus", "2", "--nats-url", "nats://127.0.0.1:1", "--authority", "/nonexistent/auth"}, "--authority: "},
 		{"stray argument", []string{"--gpus", "2", "extra"}, "extra"},
 		{"gpus and nodes", []string{"--gpus", "2", "--nodes", "2x2"}, "--gpus"},
 		{"nodes and cluster", []string{"--nodes", "2x2", "--cluster", badJSON}, "--nodes and --cluster"},
