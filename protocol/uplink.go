@@ -42,16 +42,52 @@ import (
 // event batches into instead of NATS: "FD:INODE".
 const EnvUplinkFD = "SHOCKWAVE_UPLINK_FD"
 
+// The agent's job socket (docs/agent.md, "The job socket"): a process the
+// agent did not start, resident on the agent's node (Register.Node), may
+// still send through the agent instead of opening a NATS connection of its
+// own. It connects to the Unix socket at the path EnvAgentSocket names and
+// speaks the uplink, with two differences:
+//
+//	hello  its first line, with an ID and an UplinkHello (the job token in
+//	       token mode); answered by a reply carrying an UplinkWelcome (the
+//	       node), or an error (forbidden: a wrong token; no_uplink: the
+//	       agent takes no resident jobs, as in creds mode), after which
+//	       the agent closes the socket
+//	lease  written by the agent (no ID, a Lease as data): the leases the
+//	       coordinator publishes on the job's subject, which the agent
+//	       subscribes to once the job registered through it
+//
+// The job's Register must name the agent's node; the first register binds
+// the socket to its job, as a started process is bound to its own. The
+// coordinator accepts an agent's register and events for a job that is not
+// submitted only when the job is resident on the agent's node.
+const EnvAgentSocket = "SHOCKWAVE_AGENT_SOCKET"
+
+// UplinkHello opens a job socket.
+type UplinkHello struct {
+	V     int    `json:"v"`
+	Token string `json:"token,omitempty"` // the job token (token mode)
+}
+
+// UplinkWelcome answers a hello: the node the agent runs on, which the
+// job's Register must name.
+type UplinkWelcome struct {
+	V    int    `json:"v"`
+	Node string `json:"node"`
+}
+
 // HdrJob names the job whose batch an agent's events message carries.
 const HdrJob = "Shockwave-Job"
 
 // Uplink operations.
 const (
+	UplinkHelloOp     = "hello" // the first line on a job socket
 	UplinkRegister    = "register"
 	UplinkEvents      = "events"
 	UplinkFlush       = "flush"
-	UplinkReply       = "reply"       // answer to a register or flush, by ID
+	UplinkReply       = "reply"       // answer to a hello, register or flush, by ID
 	UplinkReconnected = "reconnected" // the agent's connection is back
+	UplinkLease       = "lease"       // a lease of the job (job socket only)
 )
 
 // MaxUplinkLine bounds one uplink line: a message of limit bytes (0:
@@ -82,7 +118,7 @@ func (r *UplinkRequest) Validate() error {
 		return err
 	}
 	switch r.Op {
-	case UplinkRegister, UplinkFlush:
+	case UplinkHelloOp, UplinkRegister, UplinkFlush:
 		if r.ID == 0 {
 			return fieldErr(m, "id", "%s needs an id of at least 1", r.Op)
 		}
@@ -91,10 +127,10 @@ func (r *UplinkRequest) Validate() error {
 			return fieldErr(m, "id", "events take no id")
 		}
 	default:
-		return fieldErr(m, "op", "unknown operation %.20q (want register, events or flush)", r.Op)
+		return fieldErr(m, "op", "unknown operation %.20q (want hello, register, events or flush)", r.Op)
 	}
 	if (r.Op == UplinkFlush) != (len(r.Data) == 0) {
-		return fieldErr(m, "data", "register and events carry data, flush none")
+		return fieldErr(m, "data", "hello, register and events carry data, flush none")
 	}
 	if len(r.Data) > 0 && r.Data[0] != '{' {
 		return fieldErr(m, "data", "want a JSON object")
@@ -126,8 +162,12 @@ func (a *UplinkAnswer) Validate() error {
 		if a.ID != 0 || len(a.Data) > 0 || a.Error != nil {
 			return fieldErr(m, "op", "reconnected carries nothing")
 		}
+	case UplinkLease:
+		if a.ID != 0 || len(a.Data) == 0 || a.Error != nil {
+			return fieldErr(m, "op", "a lease carries the lease as data and nothing else")
+		}
 	default:
-		return fieldErr(m, "op", "unknown operation %.20q (want reply or reconnected)", a.Op)
+		return fieldErr(m, "op", "unknown operation %.20q (want reply, reconnected or lease)", a.Op)
 	}
 	if len(a.Data) > 0 && a.Data[0] != '{' {
 		return fieldErr(m, "data", "want a JSON object")
@@ -151,3 +191,37 @@ func (s Subjects) AgentRegister(node string) string { return s.Prefix + ".agent.
 // AgentEvents is the subject node's agent publishes its processes' event
 // batches on, one batch a message, the job in HdrJob.
 func (s Subjects) AgentEvents(node string) string { return s.Prefix + ".agent." + node + ".events" }
+
+// MaxTokenLen bounds the token a hello carries.
+const MaxTokenLen = 4096
+
+// Validate checks a hello.
+func (h *UplinkHello) Validate() error {
+	const m = "uplink hello"
+	if err := checkVersion(m, h.V); err != nil {
+		return err
+	}
+	if len(h.Token) > MaxTokenLen {
+		return fieldErr(m, "token", "longer than %d bytes", MaxTokenLen)
+	}
+	return nil
+}
+
+// Validate checks a welcome.
+func (w *UplinkWelcome) Validate() error {
+	const m = "uplink welcome"
+	if err := checkVersion(m, w.V); err != nil {
+		return err
+	}
+	return ValidateNodeName(m, "node", w.Node)
+}
+
+// DecodeUplinkHello decodes and validates a hello's data (the agent).
+func DecodeUplinkHello(data []byte) (*UplinkHello, error) {
+	return decodeAs[UplinkHello]("uplink hello", data, MaxTokenLen+256)
+}
+
+// DecodeUplinkWelcome decodes and validates a welcome (the SDK).
+func DecodeUplinkWelcome(data []byte) (*UplinkWelcome, error) {
+	return decodeAs[UplinkWelcome]("uplink welcome", data, 1024)
+}

@@ -25,6 +25,9 @@ func TestUplink_FramesAreCheckedByOperation(t *testing.T) {
 		{`{"v":1,"op":"events","data":[1]}`, `"data"`},
 		{`{"v":1,"op":"events","data":"x"}`, `"data"`},
 		{`{"v":1,"op":"lease","id":1}`, `"op"`},
+		{`{"v":1,"op":"hello","id":1,"data":{"v":1,"token":"t"}}`, ""},
+		{`{"v":1,"op":"hello","data":{"v":1}}`, `"id"`},
+		{`{"v":1,"op":"hello","id":1}`, `"data"`},
 		{`{"v":1,"op":"register","id":1,"data":{"v":1},"extra":1}`, "extra"},
 		{`{"v":2,"op":"flush","id":1}`, "version"},
 	} {
@@ -46,6 +49,10 @@ func TestUplink_FramesAreCheckedByOperation(t *testing.T) {
 		{`{"v":1,"op":"reconnected","id":1}`, `"op"`},
 		{`{"v":1,"op":"reply","id":1,"data":[]}`, `"data"`},
 		{`{"v":1,"op":"events","id":1}`, `"op"`},
+		{`{"v":1,"op":"lease","data":{"v":1}}`, ""},
+		{`{"v":1,"op":"lease"}`, `"op"`},
+		{`{"v":1,"op":"lease","id":3,"data":{"v":1}}`, `"op"`},
+		{`{"v":1,"op":"lease","data":{"v":1},"error":{"code":"rejected","message":"m"}}`, `"op"`},
 	} {
 		_, err := protocol.DecodeUplinkAnswer([]byte(c.line), 0)
 		switch {
@@ -58,5 +65,34 @@ func TestUplink_FramesAreCheckedByOperation(t *testing.T) {
 	long := `{"v":1,"op":"events","data":{"pad":"` + strings.Repeat("x", protocol.MaxUplinkLine(100)) + `"}}`
 	if _, err := protocol.DecodeUplinkRequest([]byte(long), 100); err == nil || protocol.Reason(err) != "too_large" {
 		t.Errorf("a line over MaxUplinkLine: %v, want too_large", err)
+	}
+}
+
+// TestUplink_HelloAndWelcomeAreStrict: the job socket's opening frames are
+// decoded strictly and bounded.
+func TestUplink_HelloAndWelcomeAreStrict(t *testing.T) {
+	if h, err := protocol.DecodeUplinkHello([]byte(`{"v":1,"token":"abc"}`)); err != nil || h.Token != "abc" {
+		t.Fatalf("hello: %+v, %v", h, err)
+	}
+	for _, c := range []struct{ data, want string }{
+		{`{"v":1,"token":"` + strings.Repeat("x", protocol.MaxTokenLen+1) + `"}`, "token"},
+		{`{"v":1,"tok":"a"}`, "tok"},
+		{`{"v":2}`, "version"},
+	} {
+		if _, err := protocol.DecodeUplinkHello([]byte(c.data)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("hello %.40s: %v, want an error naming %s", c.data, err, c.want)
+		}
+	}
+	if w, err := protocol.DecodeUplinkWelcome([]byte(`{"v":1,"node":"n-1"}`)); err != nil || w.Node != "n-1" {
+		t.Fatalf("welcome: %+v, %v", w, err)
+	}
+	for _, c := range []struct{ data, want string }{
+		{`{"v":1,"node":""}`, "node"},
+		{`{"v":1,"node":"a.b"}`, "node"},
+		{`{"v":1}`, "node"},
+	} {
+		if _, err := protocol.DecodeUplinkWelcome([]byte(c.data)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("welcome %s: %v, want an error naming %s", c.data, err, c.want)
+		}
 	}
 }
