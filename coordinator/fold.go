@@ -205,7 +205,7 @@ func (f *fold) register(r record) outcome {
 	o := outcome{kind: kindRegister, reply: r.Header.Get(hdrReply)}
 	reg, err := protocol.DecodeRegister(r.Data, f.limit)
 	if err == nil {
-		err = f.vouches(r.Header.Get(hdrVia), reg.Job)
+		err = f.vouches(r, reg.Job, reg.Node, true)
 	}
 	if err == nil {
 		o.job = reg.Job
@@ -241,7 +241,7 @@ func (f *fold) events(job string, r record) outcome {
 	o := outcome{kind: kindEvents, job: job}
 	// An agent's batch for a job it does not run is refused before it can
 	// spend that job's budget.
-	if err := f.vouches(r.Header.Get(hdrVia), job); err != nil {
+	if err := f.vouches(r, job, "", false); err != nil {
 		o.reject(rejectReason(err), err)
 		return o
 	}

@@ -99,6 +99,14 @@ type ServiceConfig struct {
 	// Authority issues the job credentials agents fetch (creds mode; nil:
 	// agents get none).
 	Authority *Authority
+	// AgentsCarryResidents lets a node's agent carry the registrations and
+	// event batches of jobs resident on its node (their processes reach it
+	// through its job socket; docs/agent.md, "The job socket"), besides
+	// those of the submitted jobs it runs. Meant for none and token mode,
+	// where agents and jobs hold the same token anyway; in creds mode each
+	// job's credentials cover only its own job, which an agent must not
+	// bypass, so it stays off there.
+	AgentsCarryResidents bool
 
 	// onApply, when set, sees every folded record, onRound the times of
 	// each live round from its timer to its last lease flushed, and onStep

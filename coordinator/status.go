@@ -31,6 +31,15 @@ func (c *Core) Jobs() []JobStatus {
 }
 
 // Job returns one job's status.
+// ResidentNode is the node job id's process is resident on ("" when it is
+// not a job, or not resident).
+func (c *Core) ResidentNode(id string) string {
+	if j, ok := c.jobs[id]; ok {
+		return j.node
+	}
+	return ""
+}
+
 func (c *Core) Job(id string) (JobStatus, bool) {
 	j, ok := c.jobs[id]
 	if !ok {

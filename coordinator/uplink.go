@@ -34,6 +34,14 @@ import (
 // hdrVia names the node whose agent carried a record (the uplink).
 const hdrVia = "Shockwave-Via"
 
+// hdrResidents, on a record an agent carried, says the agents of this
+// deployment may also speak for the jobs resident on their node, which
+// reach them through the agent's job socket (ServiceConfig.
+// AgentsCarryResidents; docs/agent.md, "The job socket"). The service
+// writes it, never the agent: like hdrVia, a job that sets it on its own
+// records gains nothing, since without hdrVia nothing is checked.
+const hdrResidents = "Shockwave-Residents"
+
 // Per node, the uplink's events may arrive at most uplinkRate a second on
 // average and uplinkBurst at once; more are dropped before the log. An
 // agent forwards about one batch a second per process, and a node runs at
@@ -70,7 +78,7 @@ func (s *Service) onAgentEvents(m *nats.Msg, node string) {
 		s.rejectLog.Info().Err(err).Str("node", node).Msg("agent events refused")
 		return
 	}
-	rec := &nats.Msg{Subject: s.subj.Events(job), Header: carriedHeader(m.Header, node), Data: m.Data}
+	rec := &nats.Msg{Subject: s.subj.Events(job), Header: carriedHeader(m.Header, node, s.cfg.AgentsCarryResidents), Data: m.Data}
 	if err := s.nc.PublishMsg(rec); err != nil {
 		s.log.Debug().Err(err).Str("node", node).Str("job", job).Msg("cannot forward agent events")
 	}
@@ -79,16 +87,21 @@ func (s *Service) onAgentEvents(m *nats.Msg, node string) {
 // carriedHeader is the header an agent's batch enters the log with: the
 // agent's own headers, as a job's own batch keeps its, less NATS's
 // ("Nats-": message ids and expectations would act on the log) and the
-// job and node headers, and hdrVia naming node.
-func carriedHeader(h nats.Header, node string) nats.Header {
+// job, node and residents headers, then hdrVia naming node and, when
+// agents may speak for resident jobs, hdrResidents.
+func carriedHeader(h nats.Header, node string, residents bool) nats.Header {
 	out := nats.Header{}
 	for k, v := range h {
-		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || strings.EqualFold(k, hdrVia) || strings.EqualFold(k, protocol.HdrJob) {
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || strings.EqualFold(k, hdrVia) ||
+			strings.EqualFold(k, protocol.HdrJob) || strings.EqualFold(k, hdrResidents) {
 			continue
 		}
 		out[k] = v
 	}
 	out[hdrVia] = []string{node}
+	if residents {
+		out[hdrResidents] = []string{"1"}
+	}
 	return out
 }
 
@@ -120,6 +133,9 @@ func (s *Service) onAgentRegister(m *nats.Msg, node string) {
 	hdr := nats.Header{}
 	hdr.Set(hdrReply, m.Reply)
 	hdr.Set(hdrVia, node)
+	if s.cfg.AgentsCarryResidents {
+		hdr.Set(hdrResidents, "1")
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -131,17 +147,31 @@ func (s *Service) onAgentRegister(m *nats.Msg, node string) {
 
 var errNotVouched = errors.New("coordinator: the job's grant does not include the node whose agent sent this")
 
-// vouches checks a record an agent carried (via: its node) for job: the
-// job must be a submitted one whose current or most recent grant includes
-// the node. An ended job passes, so that the registration that confirms a
+// vouches checks a record r an agent carried (hdrVia: its node) for job:
+// the job must be a submitted one whose current or most recent grant
+// includes the node, or, where agents may speak for resident jobs
+// (hdrResidents), a job resident on the node: regNode is the node a
+// registration names (register records), else the job's registered node
+// counts. An ended job passes, so that the registration that confirms a
 // job's end is answered as usual ("ended"); its events are refused as
-// ended anyway. A record without via needs nothing.
-func (f *fold) vouches(via, job string) error {
+// ended anyway. A record without hdrVia needs nothing.
+func (f *fold) vouches(r record, job, regNode string, register bool) error {
+	via := r.Header.Get(hdrVia)
 	if via == "" {
 		return nil
 	}
 	if _, ok := f.run.subs[job]; !ok {
-		return fmt.Errorf("%w: %s is not a submitted job (node %s)", errNotVouched, job, via)
+		if r.Header.Get(hdrResidents) == "" {
+			return fmt.Errorf("%w: %s is not a submitted job (node %s)", errNotVouched, job, via)
+		}
+		node := regNode
+		if !register {
+			node = f.core.ResidentNode(job)
+		}
+		if node != via {
+			return fmt.Errorf("%w: %s is neither a submitted job nor resident on %s", errNotVouched, job, via)
+		}
+		return nil
 	}
 	if st, managed := f.core.Managed(job); !managed || (st != Pending && st != Active) {
 		return nil // ended (or forgotten): Enroll and Deliver answer that

@@ -240,3 +240,88 @@ func TestRunnerState_ADamagedLastGrantIsRefused(t *testing.T) {
 		t.Fatalf("round trip: %v, %v", err, back.last)
 	}
 }
+
+// TestUplink_AnAgentCarriesTheJobsResidentOnItsNodeOnlyWhereResidentsAreOn:
+// with AgentsCarryResidents (none and token mode), a node's agent carries
+// the registration and batches of a job resident on its node, which its
+// job socket serves; it cannot register a job resident elsewhere or on no
+// node, nor deliver the batches of a job resident on another node. Without
+// the setting (creds mode) it carries none, and a header an agent sets to
+// claim the setting is replaced.
+func TestUplink_AnAgentCarriesTheJobsResidentOnItsNodeOnlyWhereResidentsAreOn(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(map[bool]string{true: "residents", false: "no residents"}[on], func(t *testing.T) {
+			e := newEnv(t, 0, func(_ *EmbeddedConfig, s *ServiceConfig) {
+				s.Core.Dynamic, s.Policy, s.AgentsCarryResidents = true, "shockwave", on
+			})
+			nc := e.client()
+			joinRelayAgent(t, e, nc, "n0", 1, true)
+			joinRelayAgent(t, e, nc, "n1", 1, true)
+
+			r := newJob("r", 1)
+			r.Node = "n0"
+			rep := agentRegister(t, nc, e.subj, "n0", r)
+			if !on {
+				if rep.Error == nil || rep.Error.Code != protocol.CodeForbidden {
+					t.Fatalf("registration of a resident job via its node's agent without the setting: %+v, want forbidden", rep)
+				}
+				// An agent's own claim of the setting is replaced.
+				m := nats.NewMsg(e.subj.AgentRegister("n0"))
+				m.Header.Set(hdrResidents, "1")
+				m.Data, _ = json.Marshal(r)
+				reply, err := nc.RequestMsg(m, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep, _ := protocol.DecodeRegisterReply(reply.Data, 1<<20); rep == nil || rep.Error == nil || rep.Error.Code != protocol.CodeForbidden {
+					t.Fatalf("registration claiming the residents header: %+v, want forbidden", rep)
+				}
+				register(t, nc, e.subj, r) // the job's own registration
+				waitActive(t, nc, e.subj, "r")
+				m = nats.NewMsg(e.subj.AgentEvents("n0"))
+				m.Header.Set(protocol.HdrJob, "r")
+				m.Header.Set(hdrResidents, "1")
+				m.Data, _ = json.Marshal(protocol.Batch{V: 1, Job: "r", Events: []protocol.Event{{V: 1, Job: "r", Type: protocol.EventProgress,
+					Seq: 1, Steps: 1, StepsDone: 100, TotalSteps: 1_000_000, BatchSize: 32, Elapsed: 1}}})
+				if err := nc.PublishMsg(m); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, 5*time.Second, "the carried batch is refused", func() bool { return rejectedAs(t, e, "not_placed") == 1 })
+				if row, _ := jobRow(status(t, nc, e.subj), "r"); row.LastSeq != 0 {
+					t.Errorf("a refused batch was applied: %+v", row)
+				}
+				return
+			}
+			if rep.Error != nil || rep.Job != "r" {
+				t.Fatalf("registration of r, resident on n0, via n0: %+v", rep)
+			}
+			s := newJob("s", 1)
+			s.Node = "n0"
+			if rep := agentRegister(t, nc, e.subj, "n1", s); rep.Error == nil || rep.Error.Code != protocol.CodeForbidden {
+				t.Fatalf("registration of a job resident on n0 via n1: %+v, want forbidden", rep)
+			}
+			if rep := agentRegister(t, nc, e.subj, "n1", newJob("u", 1)); rep.Error == nil || rep.Error.Code != protocol.CodeForbidden {
+				t.Fatalf("registration of a job resident nowhere via n1: %+v, want forbidden", rep)
+			}
+			if _, ok := jobRow(status(t, nc, e.subj), "s"); ok {
+				t.Error("a refused registration registered s")
+			}
+			waitActive(t, nc, e.subj, "r")
+			agentEvents(t, nc, e.subj, "n1", "r", "r", progress(1, 100, 100, 1)) // another node's agent
+			agentEvents(t, nc, e.subj, "n0", "r", "r", progress(2, 100, 200, 1))
+			eventually(t, 5*time.Second, "the batch via r's node is applied, the other refused", func() bool {
+				row, _ := jobRow(status(t, nc, e.subj), "r")
+				return row.LastSeq == 2 && row.StepsDone == 200 && rejectedAs(t, e, "not_placed") == 1
+			})
+		})
+	}
+}
+
+// waitActive waits until job is active.
+func waitActive(t *testing.T, nc *nats.Conn, subj protocol.Subjects, job string) {
+	t.Helper()
+	eventually(t, 10*time.Second, job+" is active", func() bool {
+		row, ok := jobRow(status(t, nc, subj), job)
+		return ok && row.State == string(Active)
+	})
+}

@@ -233,6 +233,11 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		MaxJobs: f.maxJobs, MaxJobsPerClient: f.maxJobsPerClient, LeaderTTL: f.leaderTTL,
 		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds(), LeaseRounds: f.leaseRounds}}
+	// Agents may carry resident jobs' traffic (their job socket) where
+	// they hold the jobs' token anyway: none and token mode. With job
+	// credentials (creds mode, or a coordinator dialing with creds) each
+	// job's own credentials are the only way in.
+	cfg.AgentsCarryResidents = mode != coordinator.AuthCreds && f.authority == "" && f.natsCreds == ""
 	if err := f.durability.apply(&cfg); err != nil {
 		return cfg, "", err
 	}
