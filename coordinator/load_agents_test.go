@@ -53,7 +53,8 @@ func startLoadAgents(t *testing.T, nc *nats.Conn, url string, jobs, gpus, procs 
 	for p := range procs {
 		lo, hi := p*nodes/procs, (p+1)*nodes/procs
 		c := loadClusterChild(t, "TestLoad_AgentsChild")
-		c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_AGENT_CHILD="+url, fmt.Sprintf("SHOCKWAVE_LOAD_RANGE=%d-%d", lo, hi))
+		c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_AGENT_CHILD="+url, fmt.Sprintf("SHOCKWAVE_LOAD_RANGE=%d-%d", lo, hi),
+			fmt.Sprintf("SHOCKWAVE_LOAD_NODES=%d", nodes), fmt.Sprintf("SHOCKWAVE_LOAD_JOBS=%d", jobs))
 		c.Stdout, c.Stderr = os.Stderr, os.Stderr
 		holdStdin(t, c)
 		if err := c.Start(); err != nil {
@@ -61,6 +62,9 @@ func startLoadAgents(t *testing.T, nc *nats.Conn, url string, jobs, gpus, procs 
 		}
 		go func() { ended <- fmt.Errorf("agents process %d: %v", c.Process.Pid, c.Wait()) }()
 		children = append(children, c)
+	}
+	if loadResidentsMode() {
+		return children, ended // the agents register their residents (load_residents_test.go)
 	}
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
 	ids := make(chan int)
@@ -112,6 +116,9 @@ func TestLoad_AgentsChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := &loadAgent{t: t, url: url, subj: subj, nc: nc, node: fmt.Sprintf("node-%d", i), runs: map[string]*loadRun{}}
+		if loadResidentsMode() {
+			a.joined = func() { a.runResidents(i, envInt("SHOCKWAVE_LOAD_NODES", 0), envInt("SHOCKWAVE_LOAD_JOBS", 0)) }
+		}
 		wg.Go(a.run)
 	}
 	wg.Wait()
@@ -126,6 +133,8 @@ type loadAgent struct {
 	node string
 	last *protocol.NodeDesired
 	runs map[string]*loadRun // by job/attempt/since
+	// joined, when set, runs once the agent has joined (the residents).
+	joined func()
 }
 
 // loadRun is a job's process started by a load test agent: the latest
@@ -194,6 +203,9 @@ func (a *loadAgent) run() {
 			a.apply(d)
 		case <-time.After(time.Second):
 		}
+	}
+	if a.joined != nil {
+		a.joined()
 	}
 	beat := time.NewTicker(2 * time.Second)
 	for {

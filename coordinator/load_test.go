@@ -89,7 +89,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	var late []time.Time // when the batches over 10 ms were sent
 	measuring := false
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0),
-		SnapshotRounds: envInt("SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS", 0)}
+		SnapshotRounds: envInt("SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS", 0), AgentsCarryResidents: loadResidentsMode()}
 	if os.Getenv("SHOCKWAVE_LOAD_LOG") != "" { // the coordinator's warnings and errors on stderr
 		lg := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		cfg.Logger = &lg

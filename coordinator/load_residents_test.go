@@ -1,0 +1,120 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// The load test's resident jobs through their node's agent
+// (SHOCKWAVE_LOAD_AGENTS=resident): the issue's own load, 10,000 jobs each
+// with a process that sends one batch a second whether it holds GPUs or
+// not, but every process resident on a node of 8 GPUs and reaching the
+// coordinator through that node's agent (its job socket, docs/agent.md),
+// so that the NATS server holds one connection a node instead of one a
+// job. The child processes act as the agents, as in the agents scenario
+// (load_agents_test.go), and nobody submits anything: each agent, once
+// joined, registers its node's residents on its node's subject (job j
+// lives on node j mod nodes), subscribes to each one's leases on its own
+// connection and forwards them (a function call here, a socket line under
+// `shockwave agent`), and publishes each one's batches on its node's
+// events subject. The service runs with AgentsCarryResidents, as
+// `shockwave coordinator` does in none and token mode.
+
+// loadResidentsMode says whether the agents carry resident jobs rather
+// than run submitted ones.
+func loadResidentsMode() bool { return os.Getenv("SHOCKWAVE_LOAD_AGENTS") == "resident" }
+
+// runResidents runs the residents of node index i of nodes: the jobs j < jobs
+// with j mod nodes = i.
+func (a *loadAgent) runResidents(i, nodes, jobs int) {
+	for j := i; j < jobs; j += nodes {
+		id := fmt.Sprintf("job-%04d", j)
+		go a.residentJob(id, 1+j%2, time.Duration(j)*time.Second/time.Duration(jobs))
+	}
+}
+
+// residentJob is a resident job's process as its agent carries it:
+// registered through the agent, its leases taken from the agent's
+// subscription, one batch a second (progress while its lease is RUN) on
+// the node's events subject, confirmed every 30th by a round trip of the
+// agent's connection as the agent answers the SDK's flush.
+func (a *loadAgent) residentJob(id string, workers int, phase time.Duration) {
+	var running atomic.Bool
+	stop := make(chan struct{})
+	var once sync.Once
+	if _, err := a.nc.Subscribe(a.subj.Lease(id), func(m *nats.Msg) {
+		l, err := protocol.DecodeLease(m.Data, 0)
+		if err != nil || l.Job != id {
+			return
+		}
+		switch l.Action {
+		case protocol.Run:
+			running.Store(true)
+		case protocol.Suspend:
+			running.Store(false)
+		case protocol.Exit:
+			once.Do(func() { close(stop) })
+		}
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "job %s: %v\n", id, err)
+		return
+	}
+	r := newJob(id, workers)
+	r.Node = a.node
+	data, _ := json.Marshal(r)
+	var rep *protocol.RegisterReply
+	for rep == nil {
+		m, err := a.nc.Request(a.subj.AgentRegister(a.node), data, 10*time.Second)
+		if err != nil {
+			continue
+		}
+		if rep, err = protocol.DecodeRegisterReply(m.Data, 1<<20); err != nil || rep.Error != nil {
+			fmt.Fprintf(os.Stderr, "job %s: registration via %s: %v %+v\n", id, a.node, err, rep)
+			return
+		}
+	}
+	if rep.Lease != nil && rep.Lease.Action == protocol.Run {
+		running.Store(true)
+	}
+	seq, done := rep.LastSeq, rep.StepsDone
+	select {
+	case <-time.After(phase):
+	case <-stop:
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		seq++
+		ev := heartbeat(seq, done)
+		if running.Load() {
+			done += 100
+			ev = progress(seq, 100, done, 1)
+		}
+		ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, r.TotalSteps
+		m := nats.NewMsg(a.subj.AgentEvents(a.node))
+		m.Header.Set(protocol.HdrJob, id)
+		m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
+		m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
+		if err := a.nc.PublishMsg(m); err != nil {
+			return
+		}
+		if seq%30 == 0 {
+			_ = a.nc.FlushTimeout(10 * time.Second)
+		}
+	}
+}
