@@ -60,6 +60,7 @@ type config struct {
 	VisibleDevices  []int    `json:"visible_devices"`
 	SampleInterval  *float64 `json:"sample_interval"`  // seconds
 	RegisterTimeout *float64 `json:"register_timeout"` // seconds
+	AgentSocket     *string  `json:"agent_socket"`     // the node agent's job socket
 }
 
 // parseConfig decodes and checks the JSON config and returns the SDK
@@ -92,6 +93,7 @@ func parseConfig(raw []byte) (opts []sdk.Option, keys []string, sampleEvery time
 		add("tls_cert/tls_key", sdk.WithTLSClientCert(deref(c.TLSCert), deref(c.TLSKey)))
 	}
 	str("prefix", c.Prefix, sdk.WithPrefix)
+	str("agent_socket", c.AgentSocket, sdk.WithAgentSocket)
 	str("job", c.Job, sdk.WithJobID)
 	str("name", c.Name, sdk.WithName)
 	str("model", c.Model, sdk.WithModel)

@@ -207,6 +207,10 @@ int shockwave_abi_version(void);
  *   node              the node a resident process lives on (default $SHOCKWAVE_NODE,
  *                     not in EXIT mode); the coordinator grants devices there only
  *   visible_devices   the local device indices the process can use on node
+ *   agent_socket      path of the node agent's job socket (default
+ *                     $SHOCKWAVE_AGENT_SOCKET): a single-process job the agent did
+ *                     not start sends through it instead of NATS, resident on the
+ *                     agent's node; unreachable or refused: NATS, with a log line
  *
  * On success *handle is the new handle. On failure *handle is 0 and
  * shockwave_last_error(0, ...) gives the message (handle 0 holds the error of

@@ -139,6 +139,18 @@
 // expires and keeps its events, and Flush, Finish and Close return
 // ErrNotDelivered at once rather than wait for it.
 //
+// A resident single-process job that no agent started may reach its node
+// agent through the agent's job socket instead (WithAgentSocket, default
+// $SHOCKWAVE_AGENT_SOCKET, EnvAgentSocket): it dials the Unix socket, says
+// hello with its job token (token mode), and the agent's welcome names the
+// node, which its registration then names (the job is resident there; a
+// configured node that differs keeps the job on NATS). The socket then
+// works as the uplink above and also carries the job's leases, applied
+// with the same checks as leases from NATS; the registration says
+// Relayed false. A socket that cannot be reached, is not a socket, or
+// whose agent refuses the hello or does not answer it within
+// JobSocketTimeout leaves the job on NATS, with a log line saying why.
+//
 // # Devices and resident processes
 //
 // Job.Devices is the current grant per node (protocol.NodeDevices: the

@@ -146,6 +146,9 @@ func Register(ctx context.Context, opts ...Option) (*Job, error) {
 	pipe := j.leasePipe()
 	j.relayed.Store(pipe != nil)
 	if j.up = j.openUplink(pipe != nil); j.up == nil {
+		j.up = j.openJobSocket(ctx)
+	}
+	if j.up == nil {
 		if err := j.connect(); err != nil {
 			j.dropPipe(pipe)
 			return nil, err

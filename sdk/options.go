@@ -87,6 +87,8 @@ type options struct {
 	uplinkFD  int
 	uplinkIno uint64
 	noUplink  bool
+
+	agentSocket, agentSocketFrom string // the agent's job socket and what named it (jobsocket.go)
 }
 
 // Defaults of the tunables.

@@ -38,6 +38,8 @@ func TestMain(m *testing.M) {
 		os.Exit(leaseFDChild()) // leasefd_test.go
 	case os.Getenv("SDK_UPLINK_CHILD") != "":
 		os.Exit(uplinkChild()) // uplink_test.go
+	case os.Getenv("SDK_JOBSOCKET_CHILD") != "":
+		os.Exit(jobSocketChild()) // jobsocket_test.go
 	}
 	os.Exit(m.Run())
 }

@@ -29,9 +29,10 @@ import (
 const EnvUplinkFD = protocol.EnvUplinkFD
 
 // WithoutUplink makes the job open its own NATS connection even when its
-// node agent offers an uplink ($SHOCKWAVE_UPLINK_FD, which is then not
-// read): for a process that needs Job.Conn, or to take the agent out of
-// the path while debugging.
+// node agent offers an uplink ($SHOCKWAVE_UPLINK_FD) or a job socket
+// (WithAgentSocket, $SHOCKWAVE_AGENT_SOCKET), which are then not read: for
+// a process that needs Job.Conn, or to take the agent out of the path
+// while debugging.
 func WithoutUplink() Option {
 	return func(o *options) error {
 		o.noUplink = true
@@ -39,10 +40,18 @@ func WithoutUplink() Option {
 	}
 }
 
-// uplinkDefaults reads $SHOCKWAVE_UPLINK_FD unless WithoutUplink.
+// uplinkDefaults reads $SHOCKWAVE_UPLINK_FD and $SHOCKWAVE_AGENT_SOCKET
+// unless WithoutUplink.
 func (o *options) uplinkDefaults() error {
+	if o.noUplink {
+		o.agentSocket = ""
+		return nil
+	}
+	if err := o.agentSocketDefault(); err != nil { // jobsocket.go
+		return err
+	}
 	v := os.Getenv(EnvUplinkFD)
-	if v == "" || o.noUplink {
+	if v == "" {
 		return nil
 	}
 	fd, ino, err := parseFD(EnvUplinkFD, "socket", v)
@@ -63,11 +72,14 @@ var uplinks = struct {
 
 // uplink is the process's end of an agent's uplink: request lines written
 // under wmu, answers read by one goroutine (read) that hands each reply to
-// the waiter of its id.
+// the waiter of its id. It is an inherited descriptor ($SHOCKWAVE_UPLINK_FD),
+// or a connection to the agent's job socket (dialed; jobsocket.go).
 type uplink struct {
-	fd   int
-	f    *os.File
-	done chan struct{} // closed when read returned
+	fd     int // the inherited descriptor; -1 when dialed
+	f      *os.File
+	done   chan struct{} // closed when read returned
+	via    string        // what named it, for logs: EnvUplinkFD or EnvAgentSocket
+	dialed bool          // the job socket: not kept for a later Register, leases come on it
 
 	wmu sync.Mutex // one line at a time
 
@@ -116,7 +128,7 @@ func openUplink(fd int, ino uint64, j *Job) (*uplink, error) {
 		if err := syscall.SetNonblock(fd, true); err != nil {
 			return nil, fmt.Errorf("descriptor %d: %w", fd, err)
 		}
-		u = &uplink{fd: fd, f: os.NewFile(uintptr(fd), "uplink"), done: make(chan struct{}),
+		u = &uplink{fd: fd, f: os.NewFile(uintptr(fd), "uplink"), done: make(chan struct{}), via: EnvUplinkFD,
 			waiting: map[uint64]chan *protocol.UplinkAnswer{}}
 		uplinks.by[fd] = u
 		go u.read()
@@ -129,8 +141,9 @@ func openUplink(fd int, ino uint64, j *Job) (*uplink, error) {
 
 // release detaches the uplink from its job, leaving it open for a later
 // Register (after a failed one), or closes it for good and waits for its
-// reader.
+// reader. A job socket is always closed: a later Register dials again.
 func (u *uplink) release(close bool) {
+	close = close || u.dialed
 	uplinks.Lock()
 	u.mu.Lock()
 	u.job = nil
@@ -221,7 +234,8 @@ func (u *uplink) read() {
 	}
 }
 
-// deliver hands a reply to its waiter, and a reconnection to the job.
+// deliver hands a reply to its waiter, a reconnection to the job, and a
+// lease (job socket only) to the job's lease checks.
 func (u *uplink) deliver(a *protocol.UplinkAnswer) {
 	u.mu.Lock()
 	j := u.job
@@ -234,6 +248,8 @@ func (u *uplink) deliver(a *protocol.UplinkAnswer) {
 	switch {
 	case a.Op == protocol.UplinkReconnected && j != nil:
 		j.uplinkReconnected()
+	case a.Op == protocol.UplinkLease && j != nil:
+		j.socketLease(u, a.Data, time.Now())
 	case ch != nil:
 		ch <- a // buffered: one answer per id
 	case j != nil:
@@ -319,7 +335,8 @@ func uplinkLine(op string, id uint64, data []byte) []byte {
 
 // openUplink opens the agent's uplink for a single process that reads its
 // leases from the agent's pipe (the uplink carries no leases), or returns
-// nil: the job then opens its own NATS connection, as without an agent.
+// nil: the job then tries the agent's job socket (jobsocket.go), else opens
+// its own NATS connection, as without an agent.
 func (j *Job) openUplink(piped bool) *uplink {
 	o := &j.o
 	switch {
@@ -343,7 +360,8 @@ func (j *Job) openUplink(piped bool) *uplink {
 }
 
 // Uplinked reports whether the job reaches the coordinator through its
-// node agent's uplink ($SHOCKWAVE_UPLINK_FD) instead of a NATS connection
+// node agent, over the uplink the agent gave it ($SHOCKWAVE_UPLINK_FD) or
+// its job socket ($SHOCKWAVE_AGENT_SOCKET), instead of a NATS connection
 // of its own.
 func (j *Job) Uplinked() bool { return j.up != nil }
 
@@ -397,7 +415,7 @@ var errNoUplink = errors.New("the coordinator takes no registrations through age
 // job's own NATS connection, as without an agent. The lease pipe stays.
 func (j *Job) leaveUplink() error {
 	j.log.Warn("the coordinator takes no registrations through the agent's uplink (older than the agent?); the job connects to NATS itself",
-		"env", EnvUplinkFD)
+		"env", j.up.via)
 	j.up.release(true)
 	j.up = nil
 	return j.connect()
@@ -430,7 +448,9 @@ func (j *Job) uplinkReconnected() {
 
 // uplinkEnded: the agent closed the uplink or broke it. It does not come
 // back: the job trains until its lease expires, its events stay buffered,
-// and Flush, Finish and Close no longer wait for them to be delivered.
+// and Flush, Finish and Close no longer wait for them to be delivered. A
+// job socket ends the same way (the job does not dial again, nor fall
+// back to NATS): its leases came on it too, so none renews the current one.
 func (j *Job) uplinkEnded(err error) {
 	j.setErr(fmt.Errorf("the uplink to the agent ended: %w", err))
 	j.log.Warn("the agent's uplink ended; training continues until the lease expires", "err", err)

@@ -111,6 +111,11 @@ class Job:
         can use (default $SHOCKWAVE_NODE outside EXIT mode).
     sample_interval: seconds between progress reports (default a quarter round).
     register_timeout: seconds to retry an unreachable coordinator (default 30).
+    agent_socket: path of the node agent's job socket (default
+        $SHOCKWAVE_AGENT_SOCKET): a single-process job that the agent did not
+        start then registers, reports and receives its leases through the
+        agent, resident on its node, instead of opening a NATS connection;
+        when the socket is unreachable or the agent refuses, NATS as usual.
     library: path of libshockwave.so (overrides the search; first load only).
     """
 
@@ -151,6 +156,7 @@ class Job:
         rank_join_timeout: Optional[float] = None,
         node: Optional[str] = None,
         visible_devices: Optional[List[int]] = None,
+        agent_socket: Optional[str] = None,
         library: Optional[str] = None,
     ) -> None:
         self._handle = 0
@@ -196,6 +202,7 @@ class Job:
             "rank_join_timeout": rank_join_timeout,
             "node": node,
             "visible_devices": visible_devices,
+            "agent_socket": agent_socket,
         }
         config = {k: v for k, v in config.items() if v is not None}
         try:
