@@ -66,6 +66,17 @@ type Config struct {
 	// registrations and event batches, so that the process needs no NATS
 	// connection of its own (docs/agent.md, "The uplink").
 	NoUplink bool
+	// JobSocket is the path of a Unix socket on which the agent carries
+	// the traffic of resident jobs it did not start, as the uplink does
+	// for its own processes (docs/agent.md, "The job socket"; empty: no
+	// socket). JobSocketMode is the socket file's mode (default 0600): it
+	// decides who may connect.
+	JobSocket     string
+	JobSocketMode os.FileMode
+	// Shortened by tests: the wait for a hello (default 5s) and the
+	// connections served at once (default 1,024).
+	jobHelloTimeout time.Duration
+	jobSocketConns  int
 
 	Heartbeat   time.Duration // between heartbeats (default 2s)
 	ExpiryGrace time.Duration // past a grant's expiry before SIGTERM (default 5s)
@@ -102,6 +113,9 @@ func (c *Config) validate() error {
 	if c.KillGrace <= 0 {
 		c.KillGrace = DefaultKillGrace
 	}
+	if err := c.validateJobSocket(); err != nil {
+		return err
+	}
 	if c.Env == nil {
 		c.Env = baseEnv(os.Environ())
 	}
@@ -122,6 +136,8 @@ type Agent struct {
 	// uplinks forwards the processes' registrations and batches (nil:
 	// the agent gives its processes no uplink).
 	uplinks *uplinkHub
+	// jobs serves the job socket (nil: none).
+	jobs *jobSocket
 
 	box   *mailbox // desired states for the loop (mailbox.go)
 	exits chan exit
@@ -177,6 +193,9 @@ func New(cfg Config) (*Agent, error) {
 		a.uplinks = newUplinkHub(cfg.Conn, subj, cfg.Node, a.log)
 		a.uplinks.hello, _ = json.Marshal(a.hello)
 	}
+	if cfg.JobSocket != "" {
+		a.jobs = a.newJobSocket()
+	}
 	return a, nil
 }
 
@@ -192,6 +211,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.creds = dir
 	defer os.RemoveAll(dir)
+	if a.jobs != nil {
+		if err := a.jobs.listen(); err != nil {
+			return err
+		}
+		defer a.jobs.close()
+	}
 	sub, err := a.cfg.Conn.Subscribe(a.subj.Desired(a.cfg.Node), func(m *nats.Msg) {
 		d, err := protocol.DecodeNodeDesired(m.Data, 64<<20)
 		if err != nil || d.Node != a.cfg.Node {
@@ -228,9 +253,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case e := <-a.exits:
 			a.exited(ctx, e)
 		case <-tick.C:
-			if a.uplinks != nil {
-				a.uplinks.poll()
-			}
+			a.pollUplinks()
 			a.enforce()
 			a.startWanted()
 		}

@@ -94,6 +94,8 @@ type UplinkStats struct {
 	TooLong    uint64 // uplinks closed for a line over the limit
 	Unanswered uint64 // answers dropped: the process did not read its answers
 	Notices    uint64 // "reconnected" answers written
+
+	JobSocketStats // the job socket's (jobsocket.go)
 }
 
 // uplinkHub is the agent's side of all its uplinks.
@@ -122,19 +124,6 @@ func newUplinkHub(nc *nats.Conn, subj protocol.Subjects, node string, log zerolo
 	return &uplinkHub{nc: nc, subj: subj, node: node, log: log, live: map[*uplink]struct{}{},
 		reconnects: nc.Stats().Reconnects,
 		lines:      newBucket(agentLineRate, agentLineBurst, now), bytes: newBucket(agentByteRate, agentByteBurst, now)}
-}
-
-// UplinkStats returns the counts of the agent's uplinks (zero when it has
-// none).
-func (a *Agent) UplinkStats() UplinkStats {
-	h := a.uplinks
-	if h == nil {
-		return UplinkStats{}
-	}
-	s := &h.stats
-	return UplinkStats{Registers: s.registers.Load(), Batches: s.batches.Load(), Flushes: s.flushes.Load(),
-		Refused: s.refused.Load(), Malformed: s.malformed.Load(), OverRate: s.overRate.Load(), Failed: s.failed.Load(),
-		TooLong: s.tooLong.Load(), Unanswered: s.unanswered.Load(), Notices: s.notices.Load()}
 }
 
 // wantsUplink says whether a process of as gets an uplink: the agent
@@ -227,6 +216,8 @@ type uplink struct {
 	lost         bool   // an events line since the last flush was not forwarded
 	reconnects   uint64 // the connection's reconnection count at the last flush
 	warnedAt     time.Time
+
+	res *resident // a job socket's connection (jobsocket.go); nil for a started process
 }
 
 // newUplink starts the reader and the writer of job's process's uplink.
@@ -256,6 +247,9 @@ func (u *uplink) close() {
 		u.h.mu.Lock()
 		delete(u.h.live, u)
 		u.h.mu.Unlock()
+		if u.res != nil {
+			u.res.closed(u)
+		}
 	})
 }
 
@@ -280,20 +274,27 @@ func (u *uplink) answer(a protocol.UplinkAnswer) {
 		u.log.Error().Err(err).Int("bytes", len(line)).Msg("uplink answer not sent: it cannot be encoded in a line")
 		return
 	}
+	u.push(append(line, '\n'))
+}
+
+// push queues one answer line (with its newline) for the writer; it never
+// blocks, and reports whether the line was queued.
+func (u *uplink) push(line []byte) bool {
 	u.mu.Lock()
 	full := len(u.queue) >= uplinkAnswers
 	if !full {
-		u.queue = append(u.queue, append(line, '\n'))
+		u.queue = append(u.queue, line)
 	}
 	u.mu.Unlock()
 	if full {
 		u.h.stats.unanswered.Add(1)
-		return
+		return false
 	}
 	select {
 	case u.kick <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // reply answers request id, with data or an error.
@@ -376,6 +377,9 @@ func (u *uplink) warn(now time.Time) bool {
 
 // handle takes one line: the per-process rate first, then the request.
 func (u *uplink) handle(line []byte) {
+	if u.res != nil && !u.res.admit(u, line) {
+		return // the hello, or a line of a socket being closed
+	}
 	now := time.Now()
 	if !admit(&u.lines, &u.bytes, len(line), now) {
 		u.h.stats.overRate.Add(1)
@@ -449,13 +453,18 @@ func (u *uplink) register(req *protocol.UplinkRequest) {
 		u.malformed(time.Now(), err)
 		u.reply(req.ID, nil, protocol.CodeBadRequest, err)
 		return
-	case r.Job != u.job || r.Node != "":
+	case u.res != nil:
+		err = u.res.refuse(u, r)
+	case r.Job != u.job:
+		err = fmt.Errorf("agent %s: this process runs job %q; it may not register job %q", u.h.node, u.job, r.Job)
+	case r.Node != "":
+		err = fmt.Errorf("agent %s: a process started by an agent is not resident on a node (register names node %q)", u.h.node, r.Node)
+	}
+	if err != nil {
 		u.h.stats.refused.Add(1)
-		err := fmt.Errorf("agent %s: this process runs job %q; it may not register job %q", u.h.node, u.job, r.Job)
-		if r.Job == u.job {
-			err = fmt.Errorf("agent %s: a process started by an agent is not resident on a node (register names node %q)", u.h.node, r.Node)
+		if u.warn(time.Now()) {
+			u.log.Warn().Str("registered", r.Job).Str("node", r.Node).Err(err).Msg("uplink registration refused")
 		}
-		u.log.Warn().Str("registered", r.Job).Str("node", r.Node).Msg("uplink registration refused")
 		u.reply(req.ID, nil, protocol.CodeForbidden, err)
 		return
 	}
@@ -491,6 +500,13 @@ func (u *uplink) register(req *protocol.UplinkRequest) {
 		u.log.Debug().Err(err).Msg("uplink registration not forwarded")
 		u.reply(req.ID, nil, protocol.CodeUnavailable, fmt.Errorf("agent %s: registration not answered: %w", u.h.node, err))
 		return
+	}
+	if u.res != nil {
+		if err := u.res.registered(u, m.Data); err != nil {
+			u.h.stats.failed.Add(1)
+			u.reply(req.ID, nil, protocol.CodeNoUplink, err)
+			return
+		}
 	}
 	u.h.stats.registers.Add(1)
 	u.reply(req.ID, m.Data, "", nil)

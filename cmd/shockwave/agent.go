@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,10 +87,16 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	killGrace := fs.Duration("kill-grace", agent.DefaultKillGrace, "time from SIGTERM to SIGKILL")
 	relay := fs.Bool("relay", true, "relay each job's leases to its processes through a pipe ($SHOCKWAVE_LEASE_FD); --relay=false leaves them to NATS only")
 	uplink := fs.Bool("uplink", true, "carry the registrations and event batches of single-process jobs up through the agent's connection ($SHOCKWAVE_UPLINK_FD; with --relay only); --uplink=false leaves them to the jobs' own NATS connections")
+	jobSocket := fs.String("job-socket", "", "`PATH` of a Unix socket through which resident jobs of this node send their registrations and events and receive their leases ($SHOCKWAVE_AGENT_SOCKET; default: none)")
+	jobSocketMode := fs.String("job-socket-mode", "0600", "octal file mode of --job-socket: who may connect")
 	logFormat := fs.String("log-format", "console", "log format: json or console")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	mode, err := strconv.ParseUint(*jobSocketMode, 8, 32)
+	if err != nil || mode > 0o777 || mode == 0 {
+		return badInput("--job-socket-mode %q: want octal permission bits such as 0600 or 0660", *jobSocketMode)
 	}
 	if err := protocol.ValidateNodeName("agent", "node", *node); err != nil {
 		return badInput("--node: %v", err)
@@ -99,6 +106,11 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	}
 	if *heartbeat <= 0 || *expiryGrace < 0 || *killGrace <= 0 {
 		return badInput("--heartbeat, --expiry-grace and --kill-grace must be positive")
+	}
+	if *jobSocket != "" {
+		if *jobSocket, err = filepath.Abs(*jobSocket); err != nil {
+			return badInput("--job-socket: %v", err)
+		}
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -154,7 +166,8 @@ func runAgent(args []string, _, stderr io.Writer) error {
 	a, err := agent.New(agent.Config{Node: *node, GPUs: n, Type: *gpuType, Addr: *addr, Conn: nc, Prefix: c.prefix,
 		URL: url, Token: c.token, FetchCreds: c.creds != "", WorkDir: dir, Heartbeat: *heartbeat,
 		TLSCA: jobTLS.ca, TLSCert: jobTLS.cert, TLSKey: jobTLS.key,
-		ExpiryGrace: *expiryGrace, KillGrace: *killGrace, NoRelay: !*relay, NoUplink: !*uplink, Logger: &log})
+		ExpiryGrace: *expiryGrace, KillGrace: *killGrace, NoRelay: !*relay, NoUplink: !*uplink, Logger: &log,
+		JobSocket: *jobSocket, JobSocketMode: os.FileMode(mode)})
 	if err != nil {
 		return usageError{err}
 	}

@@ -18,6 +18,8 @@ func TestAgentCommands_BadFlagsAreRefusedWithExitCode2(t *testing.T) {
 		{[]string{"agent", "--node", "a.b"}, "node name"},
 		{[]string{"agent", "--node", "n", "--gpus", "5000"}, "--gpus"},
 		{[]string{"agent", "--node", "n", "--kill-grace", "0s"}, "kill-grace"},
+		{[]string{"agent", "--node", "n", "--job-socket-mode", "0999"}, "--job-socket-mode"},
+		{[]string{"agent", "--node", "n", "--job-socket-mode", "01777"}, "--job-socket-mode"},
 		{[]string{"submit"}, "no command"},
 		{[]string{"submit", "--workers", "0", "--", "true"}, "workers"},
 		{[]string{"submit", "--env", "A", "--", "true"}, "KEY=VALUE"},
