@@ -92,6 +92,14 @@ type NodeDesired struct {
 	// Epoch is the issuing leader's fencing epoch (0: none).
 	Epoch uint64       `json:"epoch,omitempty"`
 	Jobs  []Assignment `json:"jobs"`
+	// Residents are the current RUN leases of the jobs resident on the
+	// node whose processes reach the coordinator through the agent's job
+	// socket and registered as relayed (the agent marks them so when it
+	// relays): the agent writes each into the job's socket, and writes a
+	// SUSPEND into the socket of a job whose lease it relayed that is no
+	// longer listed, as it does for the processes it started. The
+	// coordinator then publishes none of their RUN or SUSPEND leases.
+	Residents []Lease `json:"residents,omitempty"`
 }
 
 // Assignment is one job's share of a node: the processes to run there.
@@ -380,8 +388,25 @@ func (d *NodeDesired) Validate() error {
 			return err
 		}
 	}
+	if len(d.Residents) > MaxNodeResidents {
+		return fieldErr(m, "residents", "%d leases, at most %d", len(d.Residents), MaxNodeResidents)
+	}
+	seen := make(map[string]bool, len(d.Residents))
+	for i := range d.Residents {
+		l := &d.Residents[i]
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("residents[%d]: %w", i, err)
+		}
+		if l.Action != Run || seen[l.Job] {
+			return fieldErr(m, fmt.Sprintf("residents[%d]", i), "a %s lease of job %q (want one RUN lease per job)", l.Action, l.Job)
+		}
+		seen[l.Job] = true
+	}
 	return nil
 }
+
+// MaxNodeResidents bounds the resident jobs' leases of one desired state.
+const MaxNodeResidents = 4096
 
 func (a *Assignment) validate(m, f string) error {
 	if err := ValidateJobID(m, a.Job); err != nil {

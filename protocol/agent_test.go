@@ -106,6 +106,28 @@ func TestNodeDesired_AnAssignmentsLeaseMustBeTheJobsRunLease(t *testing.T) {
 	}
 }
 
+// TestNodeDesired_ResidentsAreOneRunLeasePerJob: the residents' leases
+// of a desired state are valid RUN leases, one per job.
+func TestNodeDesired_ResidentsAreOneRunLeasePerJob(t *testing.T) {
+	const base = `{"v":1,"node":"n","round":3,"now":100,"jobs":[],"residents":[%s]}`
+	good := `{"v":1,"job":"r","round":3,"action":"RUN","workers":[0],"devices":[{"node":"n","devices":[0]}],"start":100,"expiry":120}`
+	d, err := protocol.DecodeNodeDesired([]byte(fmt.Sprintf(base, good+","+strings.Replace(good, `"job":"r"`, `"job":"s"`, 1))), 0)
+	if err != nil || len(d.Residents) != 2 || d.Residents[1].Job != "s" {
+		t.Fatalf("residents decoded as %+v, %v", d, err)
+	}
+	for name, bad := range map[string]string{
+		"a SUSPEND":      strings.Replace(good, `"RUN"`, `"SUSPEND"`, 1),
+		"one job twice":  good + "," + good,
+		"no job":         strings.Replace(good, `"job":"r"`, `"job":""`, 1),
+		"unknown fields": strings.Replace(good, `"round":3`, `"round":3,"extra":1`, 1),
+	} {
+		_, err := protocol.DecodeNodeDesired([]byte(fmt.Sprintf(base, bad)), 0)
+		if err == nil || !strings.Contains(err.Error(), "residents") && !strings.Contains(err.Error(), "extra") {
+			t.Errorf("%s: error %v, want one naming the residents", name, err)
+		}
+	}
+}
+
 func TestAgentSubject_SplitsNodeAndVerb(t *testing.T) {
 	s, _ := protocol.NewSubjects("acme")
 	if n, v, ok := s.AgentSubject(s.AgentReport("gpu-7")); !ok || n != "gpu-7" || v != "report" {
