@@ -10,12 +10,12 @@ import (
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
-// lateJobGetsAGPU runs gavel on 2 GPUs with one job, registers a second
-// once the first runs, and reports whether the second got a RUN lease
-// within 20 rounds.
-func lateJobGetsAGPU(t *testing.T, reallocate bool) (*env, bool) {
+// lateJobGetsAGPU runs the policy on 2 GPUs with one job, registers a
+// second once the first runs, and reports whether the second got a RUN
+// lease within 20 rounds.
+func lateJobGetsAGPU(t *testing.T, pol string, reallocate bool) (*env, bool) {
 	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) {
-		s.Policy = "gavel"
+		s.Policy = pol
 		s.PolicyOptions.ReallocateOnChange = reallocate
 	})
 	nc := e.client()
@@ -43,7 +43,7 @@ func lateJobGetsAGPU(t *testing.T, reallocate bool) (*env, bool) {
 }
 
 func TestService_ReallocateOnChangeGivesALateJobAnIdleGPUAtOnce(t *testing.T) {
-	e, ok := lateJobGetsAGPU(t, true)
+	e, ok := lateJobGetsAGPU(t, "gavel", true)
 	if !ok {
 		t.Fatal("the late job got no GPU within 20 rounds although one was idle")
 	}
@@ -53,8 +53,17 @@ func TestService_ReallocateOnChangeGivesALateJobAnIdleGPUAtOnce(t *testing.T) {
 	}
 }
 
+// gandiva_fair is driven by the Gavel round mechanism too: without the
+// setting, a job registered after its first reset waited 1,000 s beside an
+// idle GPU on a live coordinator, since the policy ignored the setting.
+func TestService_ReallocateOnChangeGivesALateGandivaFairJobAnIdleGPUAtOnce(t *testing.T) {
+	if _, ok := lateJobGetsAGPU(t, "gandiva_fair", true); !ok {
+		t.Fatal("the late job got no GPU within 20 rounds although one was idle")
+	}
+}
+
 func TestService_WithoutReallocateOnChangeALateJobWaitsForTheGavelReset(t *testing.T) {
-	if _, ok := lateJobGetsAGPU(t, false); ok {
+	if _, ok := lateJobGetsAGPU(t, "gavel", false); ok {
 		t.Fatal("the late job ran before the 1,000 s re-allocation although the setting is off")
 	}
 }
@@ -88,7 +97,7 @@ func TestServiceConfig_ReallocateOnChangeIsDroppedForPoliciesWithoutGavelRounds(
 	for _, c := range []struct {
 		policy string
 		want   bool
-	}{{"gavel", true}, {"max_min_fairness", true}, {"ossp", true}, {"shockwave", false}, {"gandiva_fair", false}} {
+	}{{"gavel", true}, {"max_min_fairness", true}, {"ossp", true}, {"gandiva_fair", true}, {"gandiva", true}, {"shockwave", false}} {
 		cfg := ServiceConfig{Core: Config{GPUs: 1, RoundSeconds: 1}, Policy: c.policy,
 			PolicyOptions: policy.Options{ReallocateOnChange: true}}
 		if err := cfg.validate(); err != nil {

@@ -3,7 +3,7 @@ package policy
 // The baselines of spec §5, each an Allocator driven by the Gavel round
 // mechanism (spec §3.7). The aliases are the original's script names.
 func init() {
-	for _, n := range []string{"gavel", "themis", "allox", "mst", "ossp"} {
+	for _, n := range []string{"gavel", "themis", "allox", "mst", "ossp", "gandiva_fair"} {
 		gavelRound[n] = true
 	}
 	baseline := func(mk func() Allocator) Factory {
@@ -18,6 +18,7 @@ func init() {
 	Register("allox", baseline(NewAlloX))
 	Register("mst", baseline(NewMaxSumThroughput), "max_sum_throughput_perf")
 	Register("ossp", baseline(NewMinTotalDuration), "min_total_duration")
+	Register("gandiva_fair", baseline(NewGandivaFair), "gandiva-fair", "gandiva")
 }
 
 // gavelRound holds the policies built on GavelRound.

@@ -25,9 +25,3 @@ func (GandivaFair) Allocate(s *Snapshot) ([]float64, error) {
 
 // Forget keeps no state.
 func (GandivaFair) Forget(string) {}
-
-func init() {
-	Register("gandiva_fair", func(Options) (Policy, error) {
-		return NewGavelRound(NewGandivaFair()), nil
-	}, "gandiva-fair", "gandiva")
-}

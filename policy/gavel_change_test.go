@@ -99,7 +99,7 @@ func TestGavelRound_ReallocateOnChangeKeepsTheOriginalRuleWhenNoGPUIsIdle(t *tes
 }
 
 func TestGavelRound_ReallocateOnChangeIsOffUnlessAsked(t *testing.T) {
-	for _, name := range []string{"gavel", "themis", "allox", "mst", "ossp"} {
+	for _, name := range []string{"gavel", "themis", "allox", "mst", "ossp", "gandiva_fair"} {
 		p, err := New(name, Options{})
 		if err != nil {
 			t.Fatal(err)

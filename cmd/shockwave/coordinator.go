@@ -84,7 +84,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.policy, "policy", "shockwave", "allocation policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (JSON, e.g. the original's Shockwave config)")
 	fs.StringVar(&f.info, "info", "", "what Shockwave's forecasts may read: `online` (events only; the default) or profile (each job's declared schedule); overrides the config's info key")
-	fs.BoolVar(&f.reallocate, "reallocate-on-change", true, "Gavel-round baselines (gavel, themis, allox, mst, ossp): re-allocate as soon as jobs arrive or leave while GPUs are idle, not at most every 1,000 s as in the original")
+	fs.BoolVar(&f.reallocate, "reallocate-on-change", true, "Gavel-round baselines (gavel, themis, allox, mst, ossp, gandiva_fair): re-allocate as soon as jobs arrive or leave while GPUs are idle, not at most every 1,000 s as in the original")
 	fs.StringVar(&f.http, "http", "", "serve the live web view (/), /api/state, /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off; no authentication)")
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")

@@ -80,6 +80,7 @@ func TestCoordinator_ReallocateOnChangeIsOnForGavelRoundBaselinesAndCanBeTurnedO
 		want bool
 	}{
 		{[]string{"--policy", "gavel"}, true},
+		{[]string{"--policy", "gandiva_fair"}, true},
 		{[]string{"--policy", "themis", "--reallocate-on-change=false"}, false},
 		{[]string{"--policy", "shockwave"}, false},
 	} {

@@ -22,7 +22,9 @@ import (
 )
 
 // Config sets up a test coordinator. Zero values: 1 GPU, 0.2 s rounds,
-// gandiva_fair.
+// gandiva_fair, and, like a live coordinator (--reallocate-on-change), the
+// Gavel-round policies re-allocating as soon as a job arrives or leaves
+// while a GPU would stay idle; see OriginalResets.
 type Config struct {
 	GPUs       int
 	Round      time.Duration
@@ -41,7 +43,13 @@ type Config struct {
 	TLS       *coordinator.TLSFiles
 	ClientTLS []nats.Option
 	// PolicyOptions configures the policy (e.g. Tiresias' thresholds).
+	// Its ReallocateOnChange is set from OriginalResets.
 	PolicyOptions policy.Options
+	// OriginalResets keeps the original's rule for the Gavel-round
+	// policies (gandiva_fair, gavel, themis, ...): they re-allocate at most
+	// every policy.DefaultMinResetSeconds, so a job that registers after
+	// the first round does not run for 1,000 s (--reallocate-on-change=false).
+	OriginalResets bool
 	// LeaseRounds is the rounds a RUN lease covers (0: the service's
 	// default).
 	LeaseRounds int
@@ -104,7 +112,9 @@ func (c *Coordinator) Up() {
 	if c.nc, err = c.emb.Connect(); err != nil {
 		c.t.Fatal(err)
 	}
-	svc, err := coordinator.NewService(c.nc, coordinator.ServiceConfig{Policy: c.cfg.Policy, PolicyOptions: c.cfg.PolicyOptions, SnapshotRounds: c.cfg.SnapshotRounds,
+	opts := c.cfg.PolicyOptions
+	opts.ReallocateOnChange = !c.cfg.OriginalResets // the service drops it for other policies
+	svc, err := coordinator.NewService(c.nc, coordinator.ServiceConfig{Policy: c.cfg.Policy, PolicyOptions: opts, SnapshotRounds: c.cfg.SnapshotRounds,
 		Core: coordinator.Config{GPUs: c.cfg.GPUs, Cluster: c.cfg.Cluster, RoundSeconds: c.cfg.Round.Seconds(),
 			JobTimeoutSeconds: c.cfg.JobTimeout.Seconds(), LeaseRounds: c.cfg.LeaseRounds}})
 	if err != nil {
