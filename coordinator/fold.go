@@ -211,10 +211,17 @@ func (f *fold) register(r record) outcome {
 		o.job = reg.Job
 		var resumed bool
 		if resumed, err = f.core.Enroll(f.now, reg); err == nil {
-			if reg.Relayed {
+			// A job nobody submitted reads its leases from an agent only
+			// when that agent carried the registration (its job socket).
+			_, submitted := f.run.subs[reg.Job]
+			was := f.relayedReg[reg.Job]
+			if reg.Relayed && (submitted || r.Header.Get(hdrVia) != "") {
 				f.relayedReg[reg.Job] = true
 			} else {
 				delete(f.relayedReg, reg.Job)
+			}
+			if !submitted && was != f.relayedReg[reg.Job] {
+				f.run.dirty = true // the node's relayed residents change
 			}
 			o.answer = f.answer(reg.Job, resumed)
 			return o

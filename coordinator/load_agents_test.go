@@ -135,6 +135,8 @@ type loadAgent struct {
 	runs map[string]*loadRun // by job/attempt/since
 	// joined, when set, runs once the agent has joined (the residents).
 	joined func()
+	// residents are the node's resident jobs (load_residents_test.go).
+	residents map[string]*residentRun
 }
 
 // loadRun is a job's process started by a load test agent: the latest
@@ -224,6 +226,7 @@ func (a *loadAgent) run() {
 // a process, wanted ones get their lease, the others a SUSPEND.
 func (a *loadAgent) apply(d *protocol.NodeDesired) {
 	a.last = d
+	a.relayResidents(d)
 	want := map[string]bool{}
 	for _, as := range d.Jobs {
 		key := fmt.Sprintf("%s/%d/%d", as.Job, as.Attempt, as.Since)

@@ -36,19 +36,56 @@ func loadResidentsMode() bool { return os.Getenv("SHOCKWAVE_LOAD_AGENTS") == "re
 // runResidents runs the residents of node index i of nodes: the jobs j < jobs
 // with j mod nodes = i.
 func (a *loadAgent) runResidents(i, nodes, jobs int) {
+	a.residents = map[string]*residentRun{}
+	for j := i; j < jobs; j += nodes {
+		a.residents[fmt.Sprintf("job-%04d", j)] = &residentRun{}
+	}
 	for j := i; j < jobs; j += nodes {
 		id := fmt.Sprintf("job-%04d", j)
-		go a.residentJob(id, 1+j%2, time.Duration(j)*time.Second/time.Duration(jobs))
+		go a.residentJob(id, 1+j%2, time.Duration(j)*time.Second/time.Duration(jobs), a.residents[id])
+	}
+}
+
+// residentRun is what a resident's process knows of its lease: whether it
+// runs, set from the leases its agent relays (the desired state's
+// residents, a line in its socket under `shockwave agent`) or, when not
+// relayed, from its lease subject; relayed is the agent loop's own.
+type residentRun struct {
+	running atomic.Bool
+	relayed bool
+}
+
+// relayResidents follows a desired state's residents as the agent's job
+// socket does: a listed job runs; a job whose RUN was relayed and that is
+// no longer listed gets a SUSPEND (it stops making progress).
+func (a *loadAgent) relayResidents(d *protocol.NodeDesired) {
+	if a.residents == nil {
+		return
+	}
+	listed := make(map[string]bool, len(d.Residents))
+	for _, l := range d.Residents {
+		listed[l.Job] = true
+	}
+	for id, r := range a.residents {
+		switch {
+		case listed[id]:
+			r.running.Store(true)
+			r.relayed = true
+		case r.relayed:
+			r.running.Store(false)
+			r.relayed = false
+		}
 	}
 }
 
 // residentJob is a resident job's process as its agent carries it:
-// registered through the agent, its leases taken from the agent's
-// subscription, one batch a second (progress while its lease is RUN) on
+// registered through the agent as relayed, its RUN leases taken from the
+// node's desired states and the others (EXIT) from the agent's
+// subscription to its lease subject, one batch a second (progress while its lease is RUN) on
 // the node's events subject, confirmed every 30th by a round trip of the
 // agent's connection as the agent answers the SDK's flush.
-func (a *loadAgent) residentJob(id string, workers int, phase time.Duration) {
-	var running atomic.Bool
+func (a *loadAgent) residentJob(id string, workers int, phase time.Duration, st *residentRun) {
+	running := &st.running
 	stop := make(chan struct{})
 	var once sync.Once
 	if _, err := a.nc.Subscribe(a.subj.Lease(id), func(m *nats.Msg) {
@@ -69,7 +106,7 @@ func (a *loadAgent) residentJob(id string, workers int, phase time.Duration) {
 		return
 	}
 	r := newJob(id, workers)
-	r.Node = a.node
+	r.Node, r.Relayed = a.node, true // the agent marks what it relays
 	data, _ := json.Marshal(r)
 	var rep *protocol.RegisterReply
 	for rep == nil {

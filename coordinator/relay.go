@@ -43,13 +43,16 @@ func (f *fold) relaysOn(node string) bool {
 
 // relayedBy says whether job's process takes its leases from the agent
 // of the node its rank 0 runs on in grant: a submitted job whose
-// registration said so, placed with its first node on a relaying agent.
+// registration said so, placed with its first node on a relaying agent;
+// or a resident job that registered as relayed through its node's agent
+// (the job socket), when that agent relays.
 func (f *fold) relayedBy(job string, grant protocol.Lease) bool {
 	if !f.relayedReg[job] {
 		return false
 	}
 	if _, managed := f.core.Managed(job); !managed {
-		return false
+		_, ok := f.relayedResident(job)
+		return ok
 	}
 	nodes := f.leaseNodes(grant)
 	return len(nodes) > 0 && f.relaysOn(nodes[0].Node)
@@ -115,4 +118,20 @@ func (f *fold) annotate(nodes []protocol.NodeInfo, jobs []protocol.JobInfo) {
 			jobs[i].Leases = "held"
 		}
 	}
+}
+
+// relayedResident says whether job is a resident job whose leases its
+// node's agent relays (into the job socket), and names the node. Only a
+// registration an agent carried marks a job that nobody submitted as
+// relayed (register), and an agent carries only its own node's residents
+// (vouches).
+func (f *fold) relayedResident(job string) (string, bool) {
+	if !f.relayedReg[job] {
+		return "", false
+	}
+	if _, ok := f.run.subs[job]; ok {
+		return "", false
+	}
+	node := f.core.ResidentNode(job)
+	return node, node != "" && f.relaysOn(node)
 }

@@ -236,3 +236,87 @@ func TestRelay_ASubmittedJobGetsNoLeaseOnItsSubjectUntilAProcessRegisters(t *tes
 		})
 	}
 }
+
+// residentLease is job's RUN lease among the latest desired state's
+// residents.
+func (a *relayAgent) residentLease(job string) (protocol.Lease, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last == nil {
+		return protocol.Lease{}, false
+	}
+	for _, l := range a.last.Residents {
+		if l.Job == job {
+			return l, true
+		}
+	}
+	return protocol.Lease{}, false
+}
+
+// TestRelay_AResidentJobItsAgentCarriesGetsItsLeasesInTheDesiredStateOnly:
+// a resident job whose registration n0's agent carried as relayed (its job
+// socket) finds its RUN leases among n0's desired state's residents, with
+// the leader's epoch, and gets no RUN or SUSPEND lease on its subject once
+// registered. Another resident of n0, carried but not relayed, and a
+// relayed resident of n1, whose agent does not relay, get theirs on their
+// subjects and are never listed; nor is a job whose relayed registration
+// came over its own connection.
+func TestRelay_AResidentJobItsAgentCarriesGetsItsLeasesInTheDesiredStateOnly(t *testing.T) {
+	e := newEnv(t, 0, func(_ *EmbeddedConfig, s *ServiceConfig) {
+		s.Core.Dynamic, s.Policy, s.AgentsCarryResidents = true, "shockwave", true
+	})
+	nc := e.client()
+	n0 := joinRelayAgent(t, e, nc, "n0", 3, true)
+	n1 := joinRelayAgent(t, e, nc, "n1", 2, false)
+	lr, ls, lq, lo := watchLeases(t, nc, e.subj.Lease("r")), watchLeases(t, nc, e.subj.Lease("s")),
+		watchLeases(t, nc, e.subj.Lease("q")), watchLeases(t, nc, e.subj.Lease("o"))
+	resident := func(job, node string, relayed bool) protocol.Register {
+		r := newJob(job, 1)
+		r.Node, r.Relayed = node, relayed
+		return r
+	}
+	rep := agentRegister(t, nc, e.subj, "n0", resident("r", "n0", true))
+	if rep.Error != nil {
+		t.Fatalf("r via n0: %+v", rep.Error)
+	}
+	since := rep.Round
+	for _, c := range []struct {
+		node string
+		reg  protocol.Register
+	}{{"n0", resident("s", "n0", false)}, {"n1", resident("q", "n1", true)}} {
+		if rep := agentRegister(t, nc, e.subj, c.node, c.reg); rep.Error != nil {
+			t.Fatalf("%s via %s: %+v", c.reg.Job, c.node, rep.Error)
+		}
+	}
+	register(t, nc, e.subj, resident("o", "n0", true)) // its own connection
+	for _, j := range []string{"r", "s", "q", "o"} {
+		keepTraining(t, e, j)
+	}
+	var l protocol.Lease
+	eventually(t, 15*time.Second, "r's RUN lease is among n0's residents three rounds on", func() bool {
+		var ok bool
+		l, ok = n0.residentLease("r")
+		return ok && l.Round > since+3
+	})
+	if l.Action != protocol.Run || l.Epoch != e.svc.Health().Epoch || len(l.Devices) != 1 || l.Devices[0].Node != "n0" {
+		t.Errorf("relayed resident lease %+v: want r's RUN lease on n0 with the leader's epoch", l)
+	}
+	eventually(t, 15*time.Second, "s and q get RUN leases on their subjects, o too", func() bool {
+		return runsAfter(ls, since+2) && runsAfter(lq, since+2) && runsAfter(lo, since+2)
+	})
+	if got, ok := lr.find(func(l *protocol.Lease) bool { return l.Action != protocol.Exit && l.Round > since+1 }); ok {
+		t.Errorf("a relayed resident got a %s lease of round %d on its subject: %s", got.Action, got.Round, lr)
+	}
+	if _, ok := n0.residentLease("s"); ok {
+		t.Error("s, carried but not relayed, is listed among n0's residents")
+	}
+	if _, ok := n1.residentLease("q"); ok {
+		t.Error("q is listed among the residents of n1, whose agent does not relay")
+	}
+	if _, ok := n0.residentLease("o"); ok {
+		t.Error("o, whose relayed registration came over its own connection, is listed among n0's residents")
+	}
+	if n := counterValue(t, e.reg, "shockwave_leases_relayed_total", "", ""); n < 1 {
+		t.Errorf("shockwave_leases_relayed_total = %v, want r's leases counted", n)
+	}
+}

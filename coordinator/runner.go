@@ -58,9 +58,11 @@ type runner struct {
 	// last batches (uplink.go); dropped when the job ends.
 	last map[string][]string
 
-	// cache holds every node's assignments until dirty (desired).
-	cache map[string][]protocol.Assignment
-	dirty bool
+	// cache holds every node's assignments, and residents its relayed
+	// resident jobs' RUN leases, until dirty (desired).
+	cache     map[string][]protocol.Assignment
+	residents map[string][]protocol.Lease
+	dirty     bool
 }
 
 type submission struct {
@@ -364,24 +366,32 @@ func (f *fold) desired(node string) *protocol.NodeDesired {
 		return d
 	}
 	if f.run.dirty || f.run.cache == nil {
-		f.run.cache, f.run.dirty = f.assignments(), false
+		f.run.cache, f.run.residents = f.assignments()
+		f.run.dirty = false
 	}
 	d.Round = f.core.NextRound() - 1
 	if a := f.run.cache[node]; a != nil {
 		d.Jobs = a
 	}
+	d.Residents = f.run.residents[node]
 	return d
 }
 
-// assignments lays out every granted submitted job, per node.
-func (f *fold) assignments() map[string][]protocol.Assignment {
-	out := map[string][]protocol.Assignment{}
+// assignments lays out every granted submitted job, per node, and lists
+// the RUN leases of the granted resident jobs whose node's agent relays
+// them (relay.go), per node.
+func (f *fold) assignments() (map[string][]protocol.Assignment, map[string][]protocol.Lease) {
+	out, residents := map[string][]protocol.Assignment{}, map[string][]protocol.Lease{}
 	jobs := make([]string, 0, len(f.leases))
 	for job := range f.leases {
 		jobs = append(jobs, job)
 	}
 	sort.Strings(jobs)
 	for _, job := range jobs {
+		if node, ok := f.relayedResident(job); ok {
+			residents[node] = append(residents[node], f.leases[job].Clone())
+			continue
+		}
 		sub, ok := f.run.subs[job]
 		if st, managed := f.core.Managed(job); !ok || !managed || st != Active {
 			continue
@@ -390,7 +400,7 @@ func (f *fold) assignments() map[string][]protocol.Assignment {
 			out[node] = append(out[node], a)
 		}
 	}
-	return out
+	return out, residents
 }
 
 // layout lays out the processes of a job's grant, per node. Each node runs
