@@ -359,6 +359,9 @@ func (a *Agent) apply(d *desiredAt) {
 			r.deadline = now // a failed attempt's other processes stop at once
 		}
 	}
+	if a.jobs != nil {
+		a.jobs.relay(d.d) // the resident jobs' leases (jobsocket.go)
+	}
 	for k := range a.finished {
 		if _, ok := want[k]; !ok {
 			delete(a.finished, k)

@@ -32,7 +32,12 @@ import (
 // the same reader, writer, limits and forwarding), bound to the job of its
 // first register, which must name this node. Once the coordinator
 // answered that register, the agent subscribes to the job's lease subject
-// and writes each lease into the socket as a lease line.
+// and writes each lease into the socket as a lease line. A relaying agent
+// also marks the registers it forwards relayed, and writes the RUN leases
+// the coordinator lists in the node's desired state (NodeDesired.Residents)
+// into the sockets of their jobs, and a SUSPEND when a job it relayed a RUN
+// to is no longer listed: a coordinator that relays them publishes none of
+// their RUN or SUSPEND leases.
 
 // Defaults of the job socket.
 const (
@@ -49,11 +54,13 @@ const (
 // (part of UplinkStats). The lines of a welcomed connection count with the
 // uplinks' (Registers, Batches, Refused, …).
 type JobSocketStats struct {
-	SocketConns   uint64 // connections accepted
-	SocketBusy    uint64 // connections closed at once: the limit of connections was reached
-	Unwelcome     uint64 // connections closed without a welcome: no hello in time, not a hello, a wrong token, creds mode
-	Leases        uint64 // lease lines queued for a connection
-	LeasesDropped uint64 // messages on a job's lease subject that were not a valid lease of the job
+	SocketConns     uint64 // connections accepted
+	SocketBusy      uint64 // connections closed at once: the limit of connections was reached
+	Unwelcome       uint64 // connections closed without a welcome: no hello in time, not a hello, a wrong token, creds mode
+	Leases          uint64 // lease lines queued for a connection from the job's lease subject
+	LeasesDropped   uint64 // messages on a job's lease subject that were not a valid lease of the job
+	RelayedLeases   uint64 // lease lines queued for a connection from a desired state's Residents (RUN)
+	RelayedSuspends uint64 // SUSPEND lease lines queued for a connection whose job left the Residents
 }
 
 func (c *Config) validateJobSocket() error {
@@ -83,6 +90,7 @@ type jobSocket struct {
 	mode   os.FileMode
 	token  string // token mode: a hello must carry it
 	creds  bool   // creds mode: resident jobs connect with their own credentials
+	relays bool   // the agent relays: registers are marked relayed, Residents are written (relay)
 	hello  time.Duration
 	limit  int
 	lease  func(job string) string // the job's lease subject
@@ -93,7 +101,7 @@ type jobSocket struct {
 	nextID atomic.Uint64
 	warned atomic.Int64 // when the socket last logged a warning (Unix ns)
 	stats  struct {
-		conns, busy, unwelcome, leases, leasesDropped atomic.Uint64
+		conns, busy, unwelcome, leases, leasesDropped, relayedLeases, relayedSuspends atomic.Uint64
 	}
 
 	mu   sync.Mutex
@@ -108,7 +116,7 @@ func (a *Agent) newJobSocket() *jobSocket {
 	}
 	return &jobSocket{hub: h, path: a.cfg.JobSocket, mode: a.cfg.JobSocketMode, token: a.cfg.Token, creds: a.cfg.FetchCreds,
 		hello: a.cfg.jobHelloTimeout, limit: a.cfg.jobSocketConns, lease: a.subj.Lease, open: map[*uplink]struct{}{},
-		log: a.log.With().Str("socket", a.cfg.JobSocket).Logger()}
+		relays: !a.cfg.NoRelay, log: a.log.With().Str("socket", a.cfg.JobSocket).Logger()}
 }
 
 // UplinkStats returns the counts of the agent's uplinks and job socket
@@ -120,7 +128,8 @@ func (a *Agent) UplinkStats() UplinkStats {
 		h = a.jobs.hub
 		s := &a.jobs.stats
 		js = JobSocketStats{SocketConns: s.conns.Load(), SocketBusy: s.busy.Load(), Unwelcome: s.unwelcome.Load(),
-			Leases: s.leases.Load(), LeasesDropped: s.leasesDropped.Load()}
+			Leases: s.leases.Load(), LeasesDropped: s.leasesDropped.Load(),
+			RelayedLeases: s.relayedLeases.Load(), RelayedSuspends: s.relayedSuspends.Load()}
 	}
 	if h == nil {
 		return UplinkStats{}
@@ -294,7 +303,7 @@ func (js *jobSocket) warn() bool {
 }
 
 // resident is what a job socket's connection adds to an uplink. Its fields
-// but mu and sub are owned by the uplink's reader.
+// before mu are owned by the uplink's reader.
 type resident struct {
 	js         *jobSocket
 	welcomed   bool // the hello was answered with a welcome
@@ -304,6 +313,8 @@ type resident struct {
 	mu    sync.Mutex
 	sub   *nats.Subscription // the job's leases, after its first register
 	ended bool               // closed ran
+	job   string             // the job the connection is bound to (u.job, for the agent's loop)
+	run   *protocol.Lease    // the RUN lease last relayed from a desired state (nil: none, or a SUSPEND since)
 }
 
 // serve runs one connection: an uplink not yet bound to a job, whose
@@ -408,8 +419,29 @@ func (r *resident) refuse(u *uplink, reg *protocol.Register) error {
 	case u.job != "" && reg.Job != u.job:
 		return fmt.Errorf("agent %s: this socket carries job %q; it may not register job %q", u.h.node, u.job, reg.Job)
 	}
-	u.job = reg.Job
+	if u.job == "" {
+		u.job = reg.Job
+		r.mu.Lock()
+		r.job = reg.Job
+		r.mu.Unlock()
+	}
 	return nil
+}
+
+// mark is the register the connection forwards (data, decoded as reg, has
+// passed refuse): when the agent relays, reg marked relayed, so that the
+// coordinator lists the job's RUN leases in the node's desired state
+// instead of publishing them (relay); otherwise data as the process sent it.
+func (r *resident) mark(reg *protocol.Register, data []byte) []byte {
+	if !r.js.relays {
+		return data
+	}
+	reg.Relayed = true
+	b, err := json.Marshal(reg)
+	if err != nil { // cannot happen: reg was decoded from JSON
+		return data
+	}
+	return b
 }
 
 // registered subscribes to the job's leases once the coordinator answered
@@ -461,14 +493,83 @@ func (r *resident) leaseMsg(u *uplink, job string, data []byte) {
 		}
 		return
 	}
+	if u.push(leaseLine(data)) {
+		js.stats.leases.Add(1)
+	}
+}
+
+// leaseLine is the lease line of a lease's JSON encoding data (valid JSON):
+// data compacted onto one line, after the envelope, with its newline.
+func leaseLine(data []byte) []byte {
 	var b bytes.Buffer
 	b.Grow(len(data) + 40)
 	b.WriteString(`{"v":` + strconv.Itoa(protocol.Version) + `,"op":"` + protocol.UplinkLease + `","data":`)
-	_ = json.Compact(&b, data) // valid: it decoded
+	_ = json.Compact(&b, data)
 	b.WriteString("}\n")
-	if u.push(b.Bytes()) {
-		js.stats.leases.Add(1)
+	return b.Bytes()
+}
+
+// relay writes the leases of the resident jobs in desired state d into
+// their connections: a job's RUN lease listed in d.Residents, unless the
+// connection got the same lease last (a heartbeat repeating it), and one
+// SUSPEND (leftSuspend, as for a process the agent started) into a
+// connection whose job's RUN it relayed and that d no longer lists. Called
+// from the agent's loop with each desired state it applies; it never
+// blocks (the lines go through the connections' answer queues).
+func (js *jobSocket) relay(d *protocol.NodeDesired) {
+	if !js.relays {
+		return
 	}
+	runs := make(map[string]*protocol.Lease, len(d.Residents))
+	for i := range d.Residents { // one RUN lease per job (DecodeNodeDesired checks)
+		if l := &d.Residents[i]; l.Action == protocol.Run {
+			runs[l.Job] = l
+		}
+	}
+	js.mu.Lock()
+	conns := make([]*uplink, 0, len(js.open))
+	for u := range js.open {
+		conns = append(conns, u)
+	}
+	js.mu.Unlock()
+	for _, u := range conns {
+		u.res.relay(u, runs, d)
+	}
+}
+
+// relay writes the connection's part of desired state d (jobSocket.relay):
+// runs holds d's RUN leases by job. A line the answer queue refuses (the
+// process does not read) is not remembered, so the next state tries again.
+func (r *resident) relay(u *uplink, runs map[string]*protocol.Lease, d *protocol.NodeDesired) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.job == "" || r.ended {
+		return
+	}
+	l, listed := runs[r.job]
+	switch {
+	case listed && !sameLease(r.run, l):
+		if r.push(u, l) {
+			r.run = l
+			r.js.stats.relayedLeases.Add(1)
+		}
+	case !listed && r.run != nil:
+		if r.push(u, leftSuspend(r.job, u.h.node, d)) {
+			r.run = nil
+			r.js.stats.relayedSuspends.Add(1)
+			u.log.Debug().Str("job", r.job).Int("round", d.Round).Msg("job socket: relayed a SUSPEND lease")
+		}
+	}
+}
+
+// push queues lease l as a lease line.
+func (r *resident) push(u *uplink, l *protocol.Lease) bool {
+	data, err := protocol.MarshalLease(l)
+	if err != nil { // a non-finite start or expiry
+		u.log.Error().Err(err).Str("job", l.Job).Msg("job socket: lease not relayed")
+		return false
+	}
+	return u.push(leaseLine(data))
 }
 
 // closed ends the job's lease subscription and frees the connection's

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -287,27 +288,156 @@ func TestJobSocket_ARegisterOfAnotherNodeOrRelayedOrAnotherJobIsForbiddenAndNotF
 	}
 }
 
+// TestJobSocket_RegisterAndEventsAreForwardedOnTheNodesSubjects: a
+// relaying agent forwards the register marked relayed (the process's
+// register re-encoded with "relayed":true), an agent with --relay=false the
+// process's bytes as they are; batches go byte for byte either way.
 func TestJobSocket_RegisterAndEventsAreForwardedOnTheNodesSubjects(t *testing.T) {
+	for _, relay := range []bool{true, false} {
+		t.Run(fmt.Sprintf("relay=%v", relay), func(t *testing.T) {
+			e := startJobSocketAgent(t, func(c *Config) { c.NoRelay = !relay })
+			reg, batch := residentRegister(t, "r", "n0", false), batchData(t, "r", 1, 3)
+			want := reg
+			if relay {
+				r, _ := protocol.DecodeRegister(reg, 0)
+				r.Relayed = true
+				want, _ = json.Marshal(r)
+			}
+			c := dialJobSocket(t, e.path)
+			c.hello("")
+			c.send(line("register", 2, reg))
+			a := c.next()
+			wantReply(t, a, 2, "")
+			if want := e.c.reply(protocol.Register{Job: "r"}); !bytes.Equal(a.Data, want) {
+				t.Fatalf("register answered with %s, want the coordinator's reply %s", a.Data, want)
+			}
+			rs := e.c.registered()
+			if len(rs) != 1 || rs[0].Subject != e.c.subj.AgentRegister("n0") || !bytes.Equal(rs[0].Data, want) {
+				t.Fatalf("registers forwarded: %d, want one on %s:\n%s", len(rs), e.c.subj.AgentRegister("n0"), want)
+			}
+			if r, err := protocol.DecodeRegister(rs[0].Data, 0); err != nil || r.Relayed != relay {
+				t.Fatalf("forwarded register says relayed=%v (%v), want %v", r.Relayed, err, relay)
+			}
+			c.send(line("events", 0, batch), line("flush", 3, nil))
+			wantReply(t, c.next(), 3, "")
+			ms := e.c.published(t)
+			if len(ms) != 1 || ms[0].Header.Get(protocol.HdrJob) != "r" || !bytes.Equal(ms[0].Data, batch) {
+				t.Fatalf("batches published: %d, want the process's batch byte for byte with job r in %s", len(ms), protocol.HdrJob)
+			}
+		})
+	}
+}
+
+// offerResidents publishes the node's next desired state (one round and
+// one second later, of leader epoch 3) with residents as its Residents
+// and no assignment.
+func (e *jsEnv) offerResidents(t *testing.T, residents ...protocol.Lease) *protocol.NodeDesired {
+	t.Helper()
+	c := e.c
+	c.mu.Lock()
+	c.desired.Round++
+	c.desired.Now++
+	c.desired.Epoch = 3
+	c.desired.Jobs, c.desired.Residents = nil, residents
+	d := c.desired
+	data, _ := json.Marshal(d)
+	c.mu.Unlock()
+	if err := c.nc.Publish(c.subj.Desired("n0"), data); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
+// residentLease is job's RUN lease of round on n0's device 0.
+func residentLease(job string, round int) protocol.Lease {
+	return protocol.Lease{V: protocol.Version, Job: job, Round: round, Action: protocol.Run, Workers: []int{0},
+		Devices: []protocol.NodeDevices{{Node: "n0", Devices: []int{0}}}, Epoch: 3, Start: 1000, Expiry: 1000 + 30*float64(round)}
+}
+
+// wantLeaseLine reads the next line and checks it is the lease line of l.
+func (c *jsClient) wantLeaseLine(l protocol.Lease) {
+	c.t.Helper()
+	data, _ := json.Marshal(l)
+	if got, want := c.nextLine(), `{"v":1,"op":"lease","data":`+string(data)+`}`; got != want {
+		c.t.Fatalf("line\n%s\nwant the lease line\n%s", got, want)
+	}
+}
+
+// TestJobSocket_ResidentsLeasesOfTheDesiredStateAreRelayedAndTheirEndIsASuspend:
+// with the relay on, the RUN leases a desired state lists in Residents go
+// into the sockets of their jobs as lease lines (each connection only its
+// own job's), a repeated lease is not written again, a job no longer
+// listed gets one SUSPEND of the state's round, epoch and time, a further
+// state without it nothing, and a state listing it again its RUN lease.
+// The agent keeps only the newest state not applied yet, so the test waits
+// for a line of each state before it sends the next: a third connection,
+// of job p, hears the state that writes nothing to r and q.
+func TestJobSocket_ResidentsLeasesOfTheDesiredStateAreRelayedAndTheirEndIsASuspend(t *testing.T) {
 	e := startJobSocketAgent(t, nil)
-	reg, batch := residentRegister(t, "r", "n0", false), batchData(t, "r", 1, 3)
+	conns := map[string]*jsClient{}
+	for i, job := range []string{"r", "q", "p"} {
+		c := dialJobSocket(t, e.path)
+		c.hello("")
+		c.send(line("register", uint64(2+i), residentRegister(t, job, "n0", false)))
+		wantReply(t, c.next(), uint64(2+i), "")
+		conns[job] = c
+	}
+	r, q, p := conns["r"], conns["q"], conns["p"]
+	suspend := func(job string, d *protocol.NodeDesired) protocol.Lease {
+		return protocol.Lease{V: protocol.Version, Job: job, Round: d.Round, Action: protocol.Suspend, Epoch: 3,
+			Start: d.Now, Expiry: d.Now, Reason: fmt.Sprintf("not granted on node n0 in round %d", d.Round)}
+	}
+
+	// r and a job with no connection on this agent are listed: r gets its
+	// lease, q nothing.
+	e.offerResidents(t, residentLease("other", 2), residentLease("r", 2))
+	r.wantLeaseLine(residentLease("r", 2))
+	// q listed, r no longer: r gets one SUSPEND, q its lease.
+	d3 := e.offerResidents(t, residentLease("q", 3))
+	r.wantLeaseLine(suspend("r", d3))
+	q.wantLeaseLine(residentLease("q", 3))
+	// The same again: nothing new for r or q (q's lease is the one it has).
+	e.offerResidents(t, residentLease("q", 3), residentLease("p", 4))
+	p.wantLeaseLine(residentLease("p", 4)) // the state was applied
+	// r listed again, q no longer.
+	d5 := e.offerResidents(t, residentLease("r", 5), residentLease("p", 4))
+	r.wantLeaseLine(residentLease("r", 5)) // not a second SUSPEND first
+	q.wantLeaseLine(suspend("q", d5))      // not a repeated RUN first
+	for i, c := range []*jsClient{r, q, p} {
+		c.send(line("flush", uint64(10+i), nil))
+		wantReply(t, c.next(), uint64(10+i), "") // p: not its lease again
+	}
+	e.wantStats(t, "4 relayed RUN leases and 2 SUSPENDs, none from NATS", func(s UplinkStats) bool {
+		return s.RelayedLeases == 4 && s.RelayedSuspends == 2 && s.Leases == 0
+	})
+}
+
+// TestJobSocket_WithoutTheRelayResidentsAreNotWritten: with --relay=false
+// the agent writes no lease of a desired state's Residents into the socket
+// (its registers are not marked relayed, so a coordinator lists none; this
+// one does anyway), while the leases on the job's subject still arrive.
+// The states are handed to the socket as the agent's loop does, directly:
+// nothing in the socket would tell that the loop applied them.
+func TestJobSocket_WithoutTheRelayResidentsAreNotWritten(t *testing.T) {
+	e := startJobSocketAgent(t, func(c *Config) { c.NoRelay = true })
 	c := dialJobSocket(t, e.path)
 	c.hello("")
-	c.send(line("register", 2, reg))
-	a := c.next()
-	wantReply(t, a, 2, "")
-	if want := e.c.reply(protocol.Register{Job: "r"}); !bytes.Equal(a.Data, want) {
-		t.Fatalf("register answered with %s, want the coordinator's reply %s", a.Data, want)
+	c.send(line("register", 2, residentRegister(t, "r", "n0", false)))
+	wantReply(t, c.next(), 2, "")
+	d := protocol.NodeDesired{V: protocol.Version, Node: "n0", Round: 2, Now: 1001, Epoch: 3,
+		Residents: []protocol.Lease{residentLease("r", 2)}}
+	e.a.jobs.relay(&d)
+	d.Round, d.Now, d.Residents = 3, 1002, nil
+	e.a.jobs.relay(&d)
+	l := residentLease("r", 7)
+	data, _ := json.Marshal(l)
+	if err := e.c.nc.Publish(e.c.subj.Lease("r"), data); err != nil {
+		t.Fatal(err)
 	}
-	rs := e.c.registered()
-	if len(rs) != 1 || rs[0].Subject != e.c.subj.AgentRegister("n0") || !bytes.Equal(rs[0].Data, reg) {
-		t.Fatalf("registers forwarded: %d, want the process's register byte for byte on %s", len(rs), e.c.subj.AgentRegister("n0"))
-	}
-	c.send(line("events", 0, batch), line("flush", 3, nil))
-	wantReply(t, c.next(), 3, "")
-	ms := e.c.published(t)
-	if len(ms) != 1 || ms[0].Header.Get(protocol.HdrJob) != "r" || !bytes.Equal(ms[0].Data, batch) {
-		t.Fatalf("batches published: %d, want the process's batch byte for byte with job r in %s", len(ms), protocol.HdrJob)
-	}
+	c.wantLeaseLine(l)
+	e.wantStats(t, "1 lease from NATS and none relayed", func(s UplinkStats) bool {
+		return s.Leases == 1 && s.RelayedLeases == 0 && s.RelayedSuspends == 0
+	})
 }
 
 func TestJobSocket_LeasesOfTheJobArriveAsLeaseLinesByteForByte(t *testing.T) {

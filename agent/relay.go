@@ -140,7 +140,7 @@ func (a *Agent) relayRun(r *run, l *protocol.Lease) {
 	if l == nil || len(r.relays) == 0 {
 		return
 	}
-	if p := r.lease; p != nil && p.Round == l.Round && p.Expiry == l.Expiry && p.Epoch == l.Epoch && p.Action == l.Action {
+	if sameLease(r.lease, l) {
 		return
 	}
 	r.lease, r.suspended = l, false
@@ -158,12 +158,25 @@ func (a *Agent) relaySuspend(r *run, d *protocol.NodeDesired) {
 		return
 	}
 	r.suspended, r.lease = true, nil
-	l := &protocol.Lease{V: protocol.Version, Job: r.key.job, Round: d.Round, Action: protocol.Suspend, Epoch: d.Epoch,
-		Start: d.Now, Expiry: d.Now, Reason: fmt.Sprintf("not granted on node %s in round %d", a.cfg.Node, d.Round)}
+	l := leftSuspend(r.key.job, a.cfg.Node, d)
 	for _, x := range r.relays {
 		x.post(l)
 	}
 	a.log.Debug().Str("job", r.key.job).Int("round", d.Round).Msg("relayed a SUSPEND lease")
+}
+
+// sameLease says whether l would tell a process nothing p did not: the same
+// round, expiry, leader epoch and action (a heartbeat repeating a lease).
+func sameLease(p, l *protocol.Lease) bool {
+	return p != nil && p.Round == l.Round && p.Expiry == l.Expiry && p.Epoch == l.Epoch && p.Action == l.Action
+}
+
+// leftSuspend is the SUSPEND lease the agent relays for job on node when
+// the job left the desired state d: of d's round and leader epoch, starting
+// and ending at d's now.
+func leftSuspend(job, node string, d *protocol.NodeDesired) *protocol.Lease {
+	return &protocol.Lease{V: protocol.Version, Job: job, Round: d.Round, Action: protocol.Suspend, Epoch: d.Epoch,
+		Start: d.Now, Expiry: d.Now, Reason: fmt.Sprintf("not granted on node %s in round %d", node, d.Round)}
 }
 
 // closeRelays closes the pipes of r's processes.

@@ -468,12 +468,16 @@ func (u *uplink) register(req *protocol.UplinkRequest) {
 		u.reply(req.ID, nil, protocol.CodeForbidden, err)
 		return
 	}
-	if !u.wait(len(req.Data)) {
+	data := req.Data
+	if u.res != nil {
+		data = u.res.mark(r, data)
+	}
+	if !u.wait(len(data)) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(u.ctx, uplinkTimeout)
 	defer cancel()
-	m, err := u.h.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: u.h.subj.AgentRegister(u.h.node), Data: req.Data})
+	m, err := u.h.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: u.h.subj.AgentRegister(u.h.node), Data: data})
 	if err == nil {
 		switch d := bytes.TrimSpace(m.Data); {
 		case len(d) > protocol.DefaultMaxMessageBytes:
