@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shockwave-sched/shockwave/protocol"
 )
 
 // TestJobSocket_ResidentTrainersShareAGPUThroughTheAgentAndDialNoNATS:
@@ -20,7 +23,9 @@ import (
 // coordinator through the socket: they register through it (resident on
 // the agent's node, which its welcome names), time-share the node's one
 // GPU by the RUN and SUSPEND leases the agent writes into the socket, and
-// complete; every batch on their events subjects was carried by the agent.
+// complete; every batch on their events subjects was carried by the agent,
+// and no RUN or SUSPEND lease went over NATS after they registered (the
+// agent relays them from the node's desired state).
 func TestJobSocket_ResidentTrainersShareAGPUThroughTheAgentAndDialNoNATS(t *testing.T) {
 	c := newCluster(t, "--agents", "--policy", "gavel")
 	w := watchLeases(t, c)
@@ -71,7 +76,21 @@ func TestJobSocket_ResidentTrainersShareAGPUThroughTheAgentAndDialNoNATS(t *test
 	if direct != 0 || carried == 0 {
 		t.Errorf("batches on the jobs' events subjects: %d from the jobs' own connections, %d carried by the agent; want all carried", direct, carried)
 	}
-	t.Logf("%d suspensions through the socket, %d batches carried by the agent", suspends, carried)
+	for _, r := range runs {
+		if says := w.relayedSays(r.job); len(says) == 0 || slices.Contains(says, false) {
+			t.Errorf("%s's registrations said relayed %v; the agent marks what it carries relayed", r.job, says)
+		}
+	}
+	// The agent relays the RUN leases from the node's desired state and
+	// writes the SUSPENDs itself: none goes over NATS once a job has
+	// registered (two rounds of slack: the registration is folded through
+	// the log).
+	runsOnNATS, lateRuns := w.count(protocol.Run, 2*time.Second)
+	suspendsOnNATS, _ := w.count(protocol.Suspend, 0)
+	if lateRuns != 0 || suspendsOnNATS != 0 {
+		t.Errorf("on NATS: %d RUN leases (%d later than 2 s after the registration) and %d SUSPEND; the agent relays them", runsOnNATS, lateRuns, suspendsOnNATS)
+	}
+	t.Logf("%d suspensions through the socket, %d batches carried by the agent; on NATS %d RUN leases", suspends, carried, runsOnNATS)
 }
 
 // cleanEnv is this process's environment without SHOCKWAVE_ variables.
