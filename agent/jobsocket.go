@@ -241,13 +241,7 @@ func listenUnix(path string, mode os.FileMode) (*net.UnixListener, error) {
 func (js *jobSocket) close() {
 	js.ln.Close()
 	js.done.Wait()
-	js.mu.Lock()
-	open := make([]*uplink, 0, len(js.open))
-	for u := range js.open {
-		open = append(open, u)
-	}
-	js.mu.Unlock()
-	for _, u := range open {
+	for _, u := range js.conns() {
 		u.close()
 	}
 	if st, err := os.Lstat(js.path); err == nil && os.SameFile(st, js.file) {
@@ -526,13 +520,7 @@ func (js *jobSocket) relay(d *protocol.NodeDesired) {
 			runs[l.Job] = l
 		}
 	}
-	js.mu.Lock()
-	conns := make([]*uplink, 0, len(js.open))
-	for u := range js.open {
-		conns = append(conns, u)
-	}
-	js.mu.Unlock()
-	for _, u := range conns {
+	for _, u := range js.conns() {
 		u.res.relay(u, runs, d)
 	}
 }
@@ -585,4 +573,15 @@ func (r *resident) closed(u *uplink) {
 	r.js.mu.Lock()
 	delete(r.js.open, u)
 	r.js.mu.Unlock()
+}
+
+// conns is the socket's open connections, at the moment of the call.
+func (js *jobSocket) conns() []*uplink {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	out := make([]*uplink, 0, len(js.open))
+	for u := range js.open {
+		out = append(out, u)
+	}
+	return out
 }

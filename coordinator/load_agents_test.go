@@ -375,17 +375,9 @@ func loadSend(id string, total int64, rep *protocol.RegisterReply, leases <-chan
 func (a *loadAgent) uplinkJob(id string, workers int, leases <-chan protocol.Lease) {
 	r := newJob(id, workers)
 	r.Relayed = true
-	data, _ := json.Marshal(r)
-	var rep *protocol.RegisterReply
-	for rep == nil {
-		m, err := a.nc.Request(a.subj.AgentRegister(a.node), data, 10*time.Second)
-		if err != nil {
-			continue
-		}
-		if rep, err = protocol.DecodeRegisterReply(m.Data, 1<<20); err != nil || rep.Error != nil {
-			fmt.Fprintf(os.Stderr, "job %s: registration via %s: %v %+v\n", id, a.node, err, rep)
-			return
-		}
+	rep := a.registerVia(r)
+	if rep == nil {
+		return
 	}
 	loadSend(id, r.TotalSteps, rep, leases, func(m *nats.Msg, confirm bool) error {
 		m.Subject = a.subj.AgentEvents(a.node)
@@ -398,4 +390,22 @@ func (a *loadAgent) uplinkJob(id string, workers int, leases <-chan protocol.Lea
 		}
 		return nil
 	}, nil)
+}
+
+// registerVia registers r through the agent (its node's register subject),
+// retrying until the coordinator answers; nil when it refuses.
+func (a *loadAgent) registerVia(r protocol.Register) *protocol.RegisterReply {
+	data, _ := json.Marshal(r)
+	for {
+		m, err := a.nc.Request(a.subj.AgentRegister(a.node), data, 10*time.Second)
+		if err != nil {
+			continue
+		}
+		rep, err := protocol.DecodeRegisterReply(m.Data, 1<<20)
+		if err != nil || rep.Error != nil {
+			fmt.Fprintf(os.Stderr, "job %s: registration via %s: %v %+v\n", r.Job, a.node, err, rep)
+			return nil
+		}
+		return rep
+	}
 }

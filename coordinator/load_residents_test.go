@@ -107,17 +107,9 @@ func (a *loadAgent) residentJob(id string, workers int, phase time.Duration, st 
 	}
 	r := newJob(id, workers)
 	r.Node, r.Relayed = a.node, true // the agent marks what it relays
-	data, _ := json.Marshal(r)
-	var rep *protocol.RegisterReply
-	for rep == nil {
-		m, err := a.nc.Request(a.subj.AgentRegister(a.node), data, 10*time.Second)
-		if err != nil {
-			continue
-		}
-		if rep, err = protocol.DecodeRegisterReply(m.Data, 1<<20); err != nil || rep.Error != nil {
-			fmt.Fprintf(os.Stderr, "job %s: registration via %s: %v %+v\n", id, a.node, err, rep)
-			return
-		}
+	rep := a.registerVia(r)
+	if rep == nil {
+		return
 	}
 	if rep.Lease != nil && rep.Lease.Action == protocol.Run {
 		running.Store(true)
