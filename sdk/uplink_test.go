@@ -48,6 +48,13 @@ func uplinkChild() int {
 	}
 	defer j.Close()
 	say("registered uplinked=%t conn=%t relayed=%t", j.Uplinked(), j.Conn() != nil, j.Relayed())
+	return childCommands(ctx, j, say)
+}
+
+// childCommands runs the commands of the child process's standard input
+// on j, a line of output each (the uplink's and the job socket's children).
+func childCommands(ctx context.Context, j *sdk.Job, say func(string, ...any)) int {
+	var err error
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(sc.Text(), " ")
@@ -58,6 +65,9 @@ func uplinkChild() int {
 				continue
 			}
 			say("running")
+		case "state":
+			l, _ := j.Lease()
+			say("state=%s round=%d epoch=%d bad=%d", j.LeaseState(), l.Round, l.Epoch, j.Stats().BadLeases)
 		case "steps":
 			n, _ := strconv.ParseInt(arg, 10, 64)
 			j.RecordSteps(n, time.Duration(n)*10*time.Millisecond)
