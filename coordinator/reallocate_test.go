@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,38 @@ func TestService_ALogWrittenWithAnotherReallocateSettingIsRefused(t *testing.T) 
 	err = svc.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "re-allocate on change true") {
 		t.Fatalf("restart with the other setting: %v", err)
+	}
+}
+
+// TestService_WithTheRuleUnsetALogGoesOnWithItsOwn: a coordinator whose
+// re-allocation rule is only a default (ReallocateFromLog, the CLI without
+// --reallocate-on-change) starts on a log written with the other rule and
+// goes on with the log's, as a log written before gandiva_fair honoured the
+// option must.
+func TestService_WithTheRuleUnsetALogGoesOnWithItsOwn(t *testing.T) {
+	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy = "gandiva_fair" })
+	e.stopService()
+	nc, err := e.emb.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cfg := e.scfg
+	cfg.PolicyOptions.ReallocateOnChange, cfg.ReallocateFromLog = true, true
+	svc, err := NewService(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	eventually(t, 20*time.Second, "the coordinator serves on the older log", func() bool { return svc.Health().OK })
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+	if svc.fold.cfg == nil || svc.fold.cfg.Reallocate {
+		t.Fatalf("the log's rule: %+v, want re-allocate on change false (the log's own)", svc.fold.cfg)
 	}
 }
 

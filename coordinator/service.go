@@ -99,6 +99,13 @@ type ServiceConfig struct {
 	// Authority issues the job credentials agents fetch (creds mode; nil:
 	// agents get none).
 	Authority *Authority
+	// ReallocateFromLog says PolicyOptions.ReallocateOnChange is a default,
+	// not the operator's choice: a log written with the other rule goes on
+	// with it, as a log goes on with its own lease rounds, instead of
+	// refusing to start (the CLI sets it when --reallocate-on-change is not
+	// given, so that logs written before gandiva_fair honoured the option
+	// still start).
+	ReallocateFromLog bool
 	// AgentsCarryResidents lets a node's agent carry the registrations and
 	// event batches of jobs resident on its node (their processes reach it
 	// through its job socket; docs/agent.md, "The job socket"), besides
@@ -402,6 +409,10 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 	if logged != nil {
 		if s.cfg.leaseRoundsUnset { // continue with the log's
 			mine.LeaseRounds = logged.LeaseRounds
+		}
+		if s.cfg.ReallocateFromLog && mine.Reallocate != logged.Reallocate {
+			s.log.Info().Bool("reallocate_on_change", logged.Reallocate).Msg("continuing with the log's re-allocation rule")
+			mine.Reallocate = logged.Reallocate
 		}
 		if !sameRules(logged, &mine) {
 			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, lease rounds %d, re-allocate on change %v, policy config %s); "+

@@ -46,6 +46,7 @@ type coordFlags struct {
 	agentTimeout                                                       time.Duration
 	agents                                                             bool
 	reallocate                                                         bool
+	fs                                                                 *flag.FlagSet // the parsed flags (which were given)
 	durability                                                         durabilityFlags
 	emb                                                                *coordinator.Embedded // set by connect when embedded
 }
@@ -72,6 +73,7 @@ func (d *durabilityFlags) apply(cfg *coordinator.ServiceConfig) error {
 }
 
 func (f *coordFlags) register(fs *flag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "client address of the embedded NATS server")
 	fs.StringVar(&f.natsURL, "nats-url", "", "connect to this NATS cluster instead of embedding a server")
 	fs.StringVar(&f.natsCreds, "nats-creds", "", "credentials `FILE` for --nats-url")
@@ -84,7 +86,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.policy, "policy", "shockwave", "allocation policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&f.config, "config", "", "policy configuration `FILE` (JSON, e.g. the original's Shockwave config)")
 	fs.StringVar(&f.info, "info", "", "what Shockwave's forecasts may read: `online` (events only; the default) or profile (each job's declared schedule); overrides the config's info key")
-	fs.BoolVar(&f.reallocate, "reallocate-on-change", true, "Gavel-round baselines (gavel, themis, allox, mst, ossp, gandiva_fair): re-allocate as soon as jobs arrive or leave while GPUs are idle, not at most every 1,000 s as in the original")
+	fs.BoolVar(&f.reallocate, "reallocate-on-change", true, "Gavel-round baselines (gavel, themis, allox, mst, ossp, gandiva_fair): re-allocate as soon as jobs arrive or leave while GPUs are idle, not at most every 1,000 s as in the original (without the flag, a log written with the other rule goes on with it)")
 	fs.StringVar(&f.http, "http", "", "serve the live web view (/), /api/state, /metrics and /healthz on `ADDR` (e.g. 127.0.0.1:9090; default off; no authentication)")
 	fs.StringVar(&f.prefix, "prefix", protocol.DefaultPrefix, "subject prefix")
 	fs.DurationVar(&f.jobTimeout, "job-timeout", 0, "mark a job lost after this long without events (default 3 rounds)")
@@ -242,6 +244,9 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", err
 	}
 	cfg.PolicyOptions.ReallocateOnChange = f.reallocate && policy.UsesGavelRound(name)
+	set := false // a log written with the other rule goes on with it unless the flag says otherwise
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "reallocate-on-change" })
+	cfg.ReallocateFromLog = !set
 	if err := f.policyConfig(&cfg, name); err != nil {
 		return cfg, "", err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,6 +91,10 @@ func TestCoordinator_ReallocateOnChangeIsOnForGavelRoundBaselinesAndCanBeTurnedO
 		}
 		if cfg.PolicyOptions.ReallocateOnChange != c.want {
 			t.Errorf("%v: ReallocateOnChange %v, want %v", c.args, cfg.PolicyOptions.ReallocateOnChange, c.want)
+		}
+		// Only the flag given decides against an existing log's rule.
+		if given := slices.ContainsFunc(c.args, func(a string) bool { return strings.HasPrefix(a, "--reallocate-on-change") }); cfg.ReallocateFromLog == given {
+			t.Errorf("%v: ReallocateFromLog %v, want %v", c.args, cfg.ReallocateFromLog, !given)
 		}
 	}
 }
