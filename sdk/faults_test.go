@@ -225,16 +225,31 @@ func storedSeqs(t *testing.T, c *sdktest.Coordinator, job string) []uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// How many records the log holds on the job's subject, then exactly
+	// those, each fetch waiting for them: a fetch that returns nothing at
+	// once does not prove the log has no more. (Reading until an empty
+	// FetchNoWait, one CI run on a loaded machine found events 1–43 and
+	// "event 44 of 607 never arrived" while the coordinator's state had
+	// every step; reading a counted number, a lost event still fails.)
+	stream, err := js.Stream(ctx, "SHOCKWAVE_LOG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(c.Subj.Events(job)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := info.State.Subjects[c.Subj.Events(job)]
 	cons, err := js.OrderedConsumer(ctx, "SHOCKWAVE_LOG", jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{c.Subj.Events(job)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seqs []uint64
-	for {
-		batch, err := cons.FetchNoWait(500)
+	for got := uint64(0); got < want; {
+		batch, err := cons.Fetch(int(min(want-got, 500)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +265,9 @@ func storedSeqs(t *testing.T, c *sdktest.Coordinator, job string) []uint64 {
 			}
 		}
 		if n == 0 {
-			return seqs
+			t.Fatalf("read %d of the %d records the log holds on %s: no more came in 5 s", got, want, c.Subj.Events(job))
 		}
+		got += uint64(n)
 	}
+	return seqs
 }
