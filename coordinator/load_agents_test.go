@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -351,15 +350,8 @@ func loadSend(id string, total int64, rep *protocol.RegisterReply, leases <-chan
 			running = true
 		case <-tick.C:
 			seq++
-			ev := heartbeat(seq, done)
-			if running {
-				done += 100
-				ev = progress(seq, 100, done, 1)
-			}
-			ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, total
-			m := nats.NewMsg("") // send names the subject
-			m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
-			m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
+			var m *nats.Msg
+			m, done = loadBatch("", id, seq, done, total, running) // send names the subject
 			if send(m, seq%30 == 0) != nil {
 				return
 			}

@@ -1,10 +1,8 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,16 +127,9 @@ func (a *loadAgent) residentJob(id string, workers int, phase time.Duration, st 
 		case <-tick.C:
 		}
 		seq++
-		ev := heartbeat(seq, done)
-		if running.Load() {
-			done += 100
-			ev = progress(seq, 100, done, 1)
-		}
-		ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, r.TotalSteps
-		m := nats.NewMsg(a.subj.AgentEvents(a.node))
+		var m *nats.Msg
+		m, done = loadBatch(a.subj.AgentEvents(a.node), id, seq, done, r.TotalSteps, running.Load())
 		m.Header.Set(protocol.HdrJob, id)
-		m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
-		m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
 		if err := a.nc.PublishMsg(m); err != nil {
 			return
 		}

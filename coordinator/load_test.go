@@ -616,15 +616,9 @@ func loadJob(t *testing.T, nc *nats.Conn, subj protocol.Subjects, id string, wor
 	var done int64
 	for range tick.C {
 		seq++
-		ev := heartbeat(seq, done)
-		if run, _ := running.Load(id); run == true {
-			done += 100
-			ev = progress(seq, 100, done, 1)
-		}
-		ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, r.TotalSteps
-		m := nats.NewMsg(subj.Events(id))
-		m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
-		m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
+		run, _ := running.Load(id)
+		var m *nats.Msg
+		m, done = loadBatch(subj.Events(id), id, seq, done, r.TotalSteps, run == true)
 		if err := nc.PublishMsg(m); err != nil {
 			return
 		}
@@ -742,4 +736,20 @@ func logLateAfterTicks(t *testing.T, late []time.Time, phases []roundTimes, roun
 	if gc != nil {
 		t.Logf("  %s", gc.summary(phases[0].Fired, late[len(late)-1]))
 	}
+}
+
+// loadBatch is a load-test job's batch of second seq on subject: progress
+// of 100 steps while it runs (done counts them), a heartbeat otherwise,
+// stamped with when it was sent (hdrSent).
+func loadBatch(subject, id string, seq uint64, done, total int64, running bool) (*nats.Msg, int64) {
+	ev := heartbeat(seq, done)
+	if running {
+		done += 100
+		ev = progress(seq, 100, done, 1)
+	}
+	ev.V, ev.Job, ev.TotalSteps = protocol.Version, id, total
+	m := nats.NewMsg(subject)
+	m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
+	m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
+	return m, done
 }
