@@ -257,6 +257,7 @@ func (s *Service) roundPublished(b leaseBatch) {
 	if s.cfg.onRound != nil {
 		s.cfg.onRound(rd, t)
 	}
+	s.gc.end()
 	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
 		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", t.Solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
 }

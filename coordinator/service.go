@@ -114,6 +114,11 @@ type ServiceConfig struct {
 	// job's credentials cover only its own job, which an agent must not
 	// bypass, so it stays off there.
 	AgentsCarryResidents bool
+	// KeepGCPercent leaves the Go collector alone. By default the service
+	// raises its percent (GOGC) from shortly before each round's tick until
+	// the round's last lease is flushed, so that no collection runs during
+	// the round (gchold.go; docs/scale.md, session 17).
+	KeepGCPercent bool
 
 	// onApply, when set, sees every folded record, onRound the times of
 	// each live round from its timer to its last lease flushed, and onStep
@@ -246,6 +251,7 @@ type Service struct {
 	snapTook   time.Duration // how long it held the loop
 	snapPolicy atomic.Int64  // how long saving the policy's state took, off the loop (ns)
 	deadline   time.Time     // what the timer is set to
+	gc         *gcHold       // the collector held off around rounds (gchold.go)
 	web        webLog        // recent rounds for the web view
 	start      *startState
 	fatal      error // an integrity failure found while replaying: Run returns it
@@ -315,6 +321,7 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		planSent:  -1,
 		planned:   make(chan error, 1),
 		leaseq:    make(chan leaseBatch, 4096),
+		gc:        &gcHold{off: cfg.KeepGCPercent},
 	}, nil
 }
 
@@ -327,6 +334,7 @@ func (s *Service) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer s.ready.Store(false)
+	defer s.gc.stop()
 	s.runCtx = ctx
 	st, err := openStorage(ctx, s.js, s.subj, &s.cfg)
 	if err != nil {
@@ -567,6 +575,9 @@ func (s *Service) arm(timer *time.Timer) {
 	timer.Stop()
 	s.deadline = due
 	timer.Reset(max(time.Until(due), 0))
+	if s.tickRound < 0 { // a round's tick, not the retry of one
+		s.gc.beforeTick(due, s.roundLength())
+	}
 }
 
 func (s *Service) roundLength() time.Duration {
@@ -592,6 +603,7 @@ func (s *Service) fireTick(ctx context.Context) {
 	}
 	round := s.fold.core.NextRound()
 	s.tickRound, s.tickFired = round, time.Now()
+	s.gc.begin() // begun a lead before; again in case its timer ran late
 	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch, Open: true})
 	go func() {
 		err := s.append(ctx, s.subj.Prefix+"."+logTick, data, nil)

@@ -99,6 +99,24 @@ func TestCoordinator_ReallocateOnChangeIsOnForGavelRoundBaselinesAndCanBeTurnedO
 	}
 }
 
+// TestCoordinator_GCHoldIsOnUnlessTurnedOff: the coordinator holds the
+// collector off around its rounds by default; --gc-hold=false leaves it
+// alone.
+func TestCoordinator_GCHoldIsOnUnlessTurnedOff(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		keep bool
+	}{{nil, false}, {[]string{"--gc-hold"}, false}, {[]string{"--gc-hold=false"}, true}} {
+		cfg, err := coordinatorConfig(t, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.KeepGCPercent != c.keep {
+			t.Errorf("%v: KeepGCPercent %v, want %v", c.args, cfg.KeepGCPercent, c.keep)
+		}
+	}
+}
+
 func TestSimulate_ReallocateOnChangeIsOffUnlessAsked(t *testing.T) {
 	args := []string{"simulate", "--generate", "30", "--gpus", "16", "--policy", "gavel", "--format", "json"}
 	_, off, e1 := runCLI(args...)
