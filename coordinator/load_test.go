@@ -54,6 +54,8 @@ import (
 // time (default the client's 500). With the server in its own process,
 // SHOCKWAVE_LOAD_SERVER_GOGC sets that process's GOGC and
 // SHOCKWAVE_LOAD_SERVER_GCTRACE=1 prints its collections.
+// SHOCKWAVE_LOAD_GC_HOLD=0 leaves the collector alone during rounds, as
+// --gc-hold=false does (gchold.go).
 // SHOCKWAVE_LOAD_NICE=19 runs the emulated cluster's processes at that
 // niceness (loadClusterChild); SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS=N sets the
 // service's snapshot interval (0: its default). Each round's line
@@ -89,7 +91,8 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	var late []time.Time // when the batches over 10 ms were sent
 	measuring := false
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0),
-		SnapshotRounds: envInt("SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS", 0), AgentsCarryResidents: loadResidentsMode()}
+		SnapshotRounds: envInt("SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS", 0), AgentsCarryResidents: loadResidentsMode(),
+		KeepGCPercent: os.Getenv("SHOCKWAVE_LOAD_GC_HOLD") == "0"}
 	if os.Getenv("SHOCKWAVE_LOAD_LOG") != "" { // the coordinator's warnings and errors on stderr
 		lg := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		cfg.Logger = &lg
