@@ -118,6 +118,7 @@ func TestService_HoldsTheCollectorFromBeforeEachTickUntilItsLeasesAreFlushed(t *
 			early := 0 // ticks whose hold began a lead before the timer fired them
 			var svc **Service
 			e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) {
+				s.Core.RoundSeconds = 0.3 // a lead of 30 ms: a late timer still begins the hold before most ticks
 				s.KeepGCPercent = keep
 				s.onStep = func(kind string, d time.Duration) {
 					if kind == "timer" {
@@ -128,8 +129,8 @@ func TestService_HoldsTheCollectorFromBeforeEachTickUntilItsLeasesAreFlushed(t *
 							mu.Unlock()
 							return
 						}
-						// The test's round is 0.1 s: a lead of 10 ms; 2 ms
-						// clears the time between the step's end and this.
+						// 2 ms clears the time between the step's end and
+						// this.
 						if _, began := (*svc).gc.holdsBegun(); !began.IsZero() && began.Before(fired.Add(-2*time.Millisecond)) {
 							early++
 						}
