@@ -68,6 +68,8 @@ type outcome struct {
 	err      error                   // the first rejection, or a tick's error
 	round    *Round                  // plan: the round it started
 	solve    time.Duration           // plan: how long the policy's solve took
+	admitted time.Duration           // plan: how much of it the held calls and admissions took
+	began    time.Time               // plan: when the solve's goroutine started
 	held     []heldOutcome           // plan: records held while the round was open, folded after it
 	exits    []protocol.Lease        // EXIT leases returned by events
 	leader   *leaderRecord           // leader: the record
@@ -375,7 +377,7 @@ func (f *fold) plan(r record) outcome {
 	s := f.open
 	f.open = nil
 	<-s.done
-	o.solve = s.took
+	o.solve, o.admitted, o.began = s.took, s.admitted, s.began
 	round, err := f.core.EndTick(s.plan, s.err)
 	if err != nil {
 		o.err = err

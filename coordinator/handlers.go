@@ -147,9 +147,9 @@ func (s *Service) startRound(r record, o *outcome) {
 		return
 	}
 	rd := o.round
-	times := roundTimes{Fired: fired, Opened: s.roundOpen, Solve: o.solve, PlanAsked: s.planAsked, PlanBack: s.stepStart}
+	times := roundTimes{Fired: fired, Opened: s.roundOpen, Solve: o.solve, Admitted: o.admitted, SolveBegan: o.began, PlanAsked: s.planAsked, PlanBack: s.stepStart}
 	if s.roundOpen.IsZero() || s.planAsked.IsZero() { // a round of an older log, or opened before this coordinator led
-		times.Opened, times.PlanAsked = fired, fired
+		times.Opened, times.PlanAsked, times.SolveBegan = fired, fired, fired
 	}
 	s.roundOpen, s.planAsked = time.Time{}, time.Time{}
 	times.Closed = time.Now()

@@ -148,8 +148,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 			}
 		}
 		kept, started, suspended := leaseKinds(r.Leases)
-		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d relayed, %d held for jobs with no process yet, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), %d desired states, solved %v, tick to last lease %v (tick trip %v, solve %v, plan trip %v, close %v, publish %v)",
-			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), times.Leases, times.Relayed, times.Held, len(r.Covered), kept, started, suspended, times.Desired, r.Plan.Solved, d, times.Opened.Sub(times.Fired), times.Solve,
+		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d relayed, %d held for jobs with no process yet, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), %d desired states, solved %v, tick to last lease %v (tick trip %v, to the solve %v, solve %v of which admissions %v, to the plan record %v, plan trip %v, close %v, publish %v)",
+			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), times.Leases, times.Relayed, times.Held, len(r.Covered), kept, started, suspended, times.Desired, r.Plan.Solved, d, times.Opened.Sub(times.Fired),
+			times.SolveBegan.Sub(times.Opened), times.Solve, times.Admitted, times.PlanAsked.Sub(times.SolveBegan)-times.Solve,
 			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed))
 	}
 	svc, err := NewService(nc, cfg)
@@ -418,8 +419,10 @@ func logRoundPhases(t *testing.T, rounds []roundTimes) {
 		of   func(r roundTimes) time.Duration
 	}{
 		{"tick record's trip through the log", func(r roundTimes) time.Duration { return r.Opened.Sub(r.Fired) }},
+		{"the round opened to its solve's goroutine running", func(r roundTimes) time.Duration { return r.SolveBegan.Sub(r.Opened) }},
 		{"solve (the policy's Admit and Allocate)", func(r roundTimes) time.Duration { return r.Solve }},
-		{"solve's end to the plan record appended", func(r roundTimes) time.Duration { return r.PlanAsked.Sub(r.Opened) - r.Solve }},
+		{"  of which the held calls and the admissions", func(r roundTimes) time.Duration { return r.Admitted }},
+		{"solve's end to the plan record appended", func(r roundTimes) time.Duration { return r.PlanAsked.Sub(r.SolveBegan) - r.Solve }},
 		{"plan record's trip through the log", func(r roundTimes) time.Duration { return r.PlanBack.Sub(r.PlanAsked) }},
 		{"close on the loop (placement, leases, held records)", func(r roundTimes) time.Duration { return r.Closed.Sub(r.PlanBack) }},
 		{"publishing the leases and the flush", func(r roundTimes) time.Duration { return r.Published.Sub(r.Closed) }},

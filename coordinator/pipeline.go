@@ -61,6 +61,13 @@ func (t *OpenRound) Jobs() int { return len(t.snap.Jobs) }
 // frozen copies, so it may run on another goroutine while
 // the Core folds events; it must be called once, before EndTick.
 func (t *OpenRound) Solve() (*policy.Plan, error) {
+	t.admit()
+	return t.allocate()
+}
+
+// admit makes the policy calls held back for the round, then the
+// admissions (Solve's first half).
+func (t *OpenRound) admit() {
 	if t.wait != nil {
 		<-t.wait
 	}
@@ -70,6 +77,10 @@ func (t *OpenRound) Solve() (*policy.Plan, error) {
 		t.pol.Admit(&t.admitted[i])
 	}
 	t.admitted = nil
+}
+
+// allocate asks the policy for the round's plan (Solve's second half).
+func (t *OpenRound) allocate() (*policy.Plan, error) {
 	if t.none {
 		return &policy.Plan{Round: t.round, Run: []string{}, Note: "no nodes in the cluster"}, nil
 	}
@@ -219,16 +230,21 @@ type solving struct {
 	done chan struct{}
 	plan *policy.Plan
 	err  error
-	took time.Duration
+	// began is when the goroutine started, took how long the solve took,
+	// admitted how much of it the held calls and admissions took.
+	began          time.Time
+	took, admitted time.Duration
 }
 
 func startSolve(t *OpenRound) *solving {
 	s := &solving{t: t, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		start := time.Now()
-		s.plan, s.err = t.Solve()
-		s.took = time.Since(start)
+		s.began = time.Now()
+		t.admit()
+		s.admitted = time.Since(s.began)
+		s.plan, s.err = t.allocate()
+		s.took = time.Since(s.began)
 	}()
 	return s
 }

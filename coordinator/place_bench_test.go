@@ -146,3 +146,32 @@ func BenchmarkPlaceAfterHalfTheNodesLeft_1024x8Nodes_8000Jobs(b *testing.B) {
 		c.placeRun(newPlacer(left), plan, jobs, p)
 	}
 }
+
+// BenchmarkBeginTick_FirstRoundOf10000Jobs: the loop's part of the first
+// round of the 10,000-job load test: BeginTick admitting 10,000 registered
+// jobs at once on 320 nodes of 8 GPUs (the solve and the close excluded).
+func BenchmarkBeginTick_FirstRoundOf10000Jobs(b *testing.B) {
+	b.ReportAllocs()
+	for range b.N {
+		b.StopTimer()
+		p, err := policy.New("shockwave", policy.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := NewCore(Config{Cluster: topology.Uniform(320, 8), MaxFailedLeases: -1}, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range 10_000 {
+			r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
+				Workers: 1, BatchSize: 32, DatasetSize: 50000, TotalSteps: 100_000, Throughput: 10}
+			if err := c.Register(0, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if _, err := c.BeginTick(0, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

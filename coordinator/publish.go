@@ -62,15 +62,19 @@ type leaseBatch struct {
 // repair, leases: EndTick, and the records held while the round was open),
 // then the publisher sending the leases.
 type roundTimes struct {
-	Fired     time.Time     // the timer fired; the tick record was appended
-	Opened    time.Time     // the tick record came back: the round opened and its solve started
-	Solve     time.Duration // the policy's Admit calls and Allocate
-	PlanAsked time.Time     // the loop saw the solve end and appended the plan record
-	PlanBack  time.Time     // the plan record came back
-	Closed    time.Time     // the round was closed
-	Queued    time.Time     // its leases and nodes' desired states were queued for the publisher
-	Sent      time.Time     // the last shard handed its last lease to its connection (its flush follows)
-	Published time.Time     // the last lease was flushed to the server
+	Fired    time.Time     // the timer fired; the tick record was appended
+	Opened   time.Time     // the tick record came back: the round opened and its solve started
+	Solve    time.Duration // the policy's Admit calls and Allocate
+	Admitted time.Duration // of which the held calls and the Admit calls
+	// SolveBegan is when the solve's goroutine started (the round opened
+	// before: the tick's fold on the loop, then the goroutine's wait to run).
+	SolveBegan time.Time
+	PlanAsked  time.Time // the loop saw the solve end and appended the plan record
+	PlanBack   time.Time // the plan record came back
+	Closed     time.Time // the round was closed
+	Queued     time.Time // its leases and nodes' desired states were queued for the publisher
+	Sent       time.Time // the last shard handed its last lease to its connection (its flush follows)
+	Published  time.Time // the last lease was flushed to the server
 
 	// What the round sent: leases published on the jobs' subjects, leases
 	// left to the agents that relay them, leases held for submitted jobs

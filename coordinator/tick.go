@@ -47,6 +47,11 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 			j.leaseSteps, j.leaseElapsed = 0, 0
 		}
 	}
+	// Sized once: the first round of a large cluster admits thousands, and
+	// growing these slices of views by appends copied each several times
+	// (BenchmarkBeginTick_FirstRoundOf10000Jobs).
+	t.admitted = make([]policy.Job, 0, len(c.pending))
+	c.active = slices.Grow(c.active, len(c.pending))
 	for _, j := range c.pending {
 		j.state = Active
 		j.view.Seq = c.nextSeq
@@ -66,7 +71,7 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 	t.ended, c.ended = c.ended, nil
 	t.lostJobs, c.life.lost = c.life.lost, nil
 	t.snap = policy.Snapshot{Round: c.round, Now: now, GPUs: c.total, RoundSeconds: c.cfg.RoundSeconds, Nodes: c.nodeSizes()}
-	c.frozen = c.frozen[:0]
+	c.frozen = slices.Grow(c.frozen[:0], len(c.active))
 	t.eligible = make([]*job, 0, len(c.active))
 	for _, j := range c.active {
 		if why := c.waitReason(j); why != "" {
