@@ -87,6 +87,16 @@ func gcPercent() int {
 	return int(s[0].Value.Uint64())
 }
 
+// gcCycles is how many collections the process completed so far.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
 // gcHold is one service's hold around its rounds.
 type gcHold struct {
 	off     bool

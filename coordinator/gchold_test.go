@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"testing"
@@ -178,5 +179,58 @@ func TestService_HoldsTheCollectorFromBeforeEachTickUntilItsLeasesAreFlushed(t *
 				t.Fatalf("no hold of %d ticks began before its timer fired: none had its lead", len(atTick))
 			}
 		})
+	}
+}
+
+// TestService_CountsTheRoundsACollectionCompletedIn: a collection forced
+// while two rounds are open (the timer just fired them) is counted in those
+// rounds' times and in shockwave_rounds_collected_total, which counts
+// exactly the rounds whose times saw one.
+func TestService_CountsTheRoundsACollectionCompletedIn(t *testing.T) {
+	var mu sync.Mutex
+	ticks := 0
+	var cycles []uint64
+	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) {
+		s.onStep = func(kind string, _ time.Duration) {
+			if kind != "timer" {
+				return
+			}
+			mu.Lock()
+			ticks++
+			force := ticks == 3 || ticks == 5
+			mu.Unlock()
+			if force {
+				runtime.GC() // completes a cycle before the loop goes on
+			}
+		}
+		s.onRound = func(_ *Round, times roundTimes) {
+			mu.Lock()
+			cycles = append(cycles, times.GCCycles)
+			mu.Unlock()
+		}
+	})
+	nc := e.client()
+	if rep := register(t, nc, e.subj, newJob("g1", 1)); rep.Error != nil {
+		t.Fatalf("registration: %+v", rep.Error)
+	}
+	eventually(t, 20*time.Second, "seven rounds flushed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(cycles) >= 7
+	})
+	e.stopService()
+	mu.Lock()
+	defer mu.Unlock()
+	collected := 0
+	for _, c := range cycles {
+		if c > 0 {
+			collected++
+		}
+	}
+	if collected < 2 {
+		t.Fatalf("rounds with a collection: %d, want at least the 2 forced (cycles per round: %v)", collected, cycles)
+	}
+	if got := counterValue(t, e.reg, "shockwave_rounds_collected_total", "", ""); got != float64(collected) {
+		t.Fatalf("shockwave_rounds_collected_total %v, want %d (cycles per round: %v)", got, collected, cycles)
 	}
 }

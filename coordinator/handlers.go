@@ -133,9 +133,9 @@ func (s *Service) answerStatus(req statusRequest) {
 
 // startRound publishes a live round's leases, then records it.
 func (s *Service) startRound(r record, o *outcome) {
-	fired := s.roundFired
+	fired, gcs := s.roundFired, s.roundGC
 	if fired.IsZero() {
-		fired = time.Now()
+		fired, gcs = time.Now(), gcCycles()
 	}
 	s.roundFired, s.planSent = time.Time{}, -1
 	if o.round == nil {
@@ -147,7 +147,7 @@ func (s *Service) startRound(r record, o *outcome) {
 		return
 	}
 	rd := o.round
-	times := roundTimes{Fired: fired, Opened: s.roundOpen, Solve: o.solve, Admitted: o.admitted, SolveBegan: o.began, PlanAsked: s.planAsked, PlanBack: s.stepStart}
+	times := roundTimes{Fired: fired, GCAtFire: gcs, Opened: s.roundOpen, Solve: o.solve, Admitted: o.admitted, SolveBegan: o.began, PlanAsked: s.planAsked, PlanBack: s.stepStart}
 	if s.roundOpen.IsZero() || s.planAsked.IsZero() { // a round of an older log, or opened before this coordinator led
 		times.Opened, times.PlanAsked, times.SolveBegan = fired, fired, fired
 	}

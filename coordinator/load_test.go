@@ -148,10 +148,10 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 			}
 		}
 		kept, started, suspended := leaseKinds(r.Leases)
-		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d relayed, %d held for jobs with no process yet, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), %d desired states, solved %v, tick to last lease %v (tick trip %v, to the solve %v, solve %v of which admissions %v, to the plan record %v, plan trip %v, close %v, publish %v)",
+		t.Logf("round %d (%s, fired %s): %d active, %d leases (%d sent, %d relayed, %d held for jobs with no process yet, %d covered; RUN kept %d, RUN new or moved %d, SUSPEND %d), %d desired states, solved %v, tick to last lease %v (tick trip %v, to the solve %v, solve %v of which admissions %v, to the plan record %v, plan trip %v, close %v, publish %v; collections %d)",
 			r.Index, phase, times.Fired.Format("15:04:05.000"), r.Active, len(r.Leases), times.Leases, times.Relayed, times.Held, len(r.Covered), kept, started, suspended, times.Desired, r.Plan.Solved, d, times.Opened.Sub(times.Fired),
 			times.SolveBegan.Sub(times.Opened), times.Solve, times.Admitted, times.PlanAsked.Sub(times.SolveBegan)-times.Solve,
-			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed))
+			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed), times.GCCycles)
 	}
 	svc, err := NewService(nc, cfg)
 	if err != nil {

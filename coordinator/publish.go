@@ -75,6 +75,10 @@ type roundTimes struct {
 	Queued     time.Time // its leases and nodes' desired states were queued for the publisher
 	Sent       time.Time // the last shard handed its last lease to its connection (its flush follows)
 	Published  time.Time // the last lease was flushed to the server
+	// GCAtFire is the process's completed collections when the timer
+	// fired, GCCycles how many completed between then and Published
+	// (gchold.go: with the hold on, a round should see none).
+	GCAtFire, GCCycles uint64
 
 	// What the round sent: leases published on the jobs' subjects, leases
 	// left to the agents that relay them, leases held for submitted jobs
@@ -256,12 +260,16 @@ func (s *Service) roundDone(b leaseBatch, n int) func(time.Time) {
 func (s *Service) roundPublished(b leaseBatch) {
 	t := b.times
 	t.Published = time.Now()
+	t.GCCycles = gcCycles() - t.GCAtFire
 	rd, published := b.round, t.Total()
 	s.m.tickToLease.Observe(published.Seconds())
+	if t.GCCycles > 0 {
+		s.m.roundsCollected.Inc()
+	}
 	if s.cfg.onRound != nil {
 		s.cfg.onRound(rd, t)
 	}
 	s.gc.end()
 	s.log.Info().Int("round", rd.Index).Int("active", rd.Active).Int("leases", len(rd.Leases)).
-		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", t.Solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Msg("round")
+		Strs("run", rd.Plan.Run).Bool("solved", rd.Plan.Solved).Float64("solve_s", t.Solve.Seconds()).Float64("tick_to_last_lease_s", published.Seconds()).Uint64("gc_cycles", t.GCCycles).Msg("round")
 }

@@ -52,6 +52,8 @@ type Service struct {
 	tickFired  time.Time     // when the timer fired for it
 	tickWanted time.Time     // when the next tick is due
 	roundFired time.Time     // when the timer fired for the open round
+	tickGC     uint64        // the process's collections when the timer fired (gcCycles)
+	roundGC    uint64        // the same for the open round
 	roundOpen  time.Time     // when its tick record came back
 	planAsked  time.Time     // when its solve ended and the plan record was appended
 	stepStart  time.Time     // when the loop began its current step
@@ -414,7 +416,7 @@ func (s *Service) fireTick(ctx context.Context) {
 		return
 	}
 	round := s.fold.core.NextRound()
-	s.tickRound, s.tickFired = round, time.Now()
+	s.tickRound, s.tickFired, s.tickGC = round, time.Now(), gcCycles()
 	s.gc.begin() // begun a lead before; again in case its timer ran late
 	data, _ := jsonMarshal(tickRecord{V: protocol.Version, Round: round, Epoch: s.epoch, Open: true})
 	go func() {
@@ -510,9 +512,9 @@ func (s *Service) after(r record, o *outcome, held bool) {
 // openRound notes a live round whose tick record came back: its solve
 // runs while the loop folds events; the plan record closes it.
 func (s *Service) openRound(o *outcome) {
-	fired := s.tickFired
+	fired, gcs := s.tickFired, s.tickGC
 	if s.tickRound < 0 {
-		fired = time.Now() // a tick we did not fire (a duplicate, or another coordinator's)
+		fired, gcs = time.Now(), gcCycles() // a tick we did not fire (a duplicate, or another coordinator's)
 	}
 	s.tickRound = -1
 	if s.fold.open == nil {
@@ -524,7 +526,7 @@ func (s *Service) openRound(o *outcome) {
 		return
 	}
 	if o.err == nil {
-		s.roundFired, s.roundOpen = fired, s.stepStart
+		s.roundFired, s.roundOpen, s.roundGC = fired, s.stepStart, gcs
 	}
 	s.tickWanted = time.Now().Add(s.roundLength()) // set again when the round closes
 }
@@ -544,7 +546,7 @@ func (s *Service) closeRound(ctx context.Context) {
 	round := s.fold.open.t.Round()
 	s.planSent, s.planAsked = round, s.stepStart
 	if s.roundFired.IsZero() {
-		s.roundFired = time.Now() // a round opened before this coordinator led
+		s.roundFired, s.roundGC = time.Now(), gcCycles() // a round opened before this coordinator led
 	}
 	data, _ := jsonMarshal(planRecord{V: protocol.Version, Round: round, Epoch: s.epoch})
 	go func() {
