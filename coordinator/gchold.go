@@ -14,9 +14,9 @@ import (
 // allocates about 70 MB), the round's close and the publication, on two
 // cores shared with the event loop and the NATS server. A collection that
 // runs meanwhile takes a quarter of the cores for its mark and makes the
-// round's goroutines assist it in proportion to what they allocate: in the
-// 10,000-job load test the rounds that overlapped one took 67–114 ms, the
-// others 22–50 ms (docs/scale.md, session 17).
+// round's goroutines assist it in proportion to what they allocate: in one
+// run of the 10,000-job load test the three rounds that overlapped one took
+// 67–93 ms, the others 24–42 ms (docs/scale.md, session 17).
 //
 // So by default the service holds the collector off around each round: from
 // a little before the tick (gcHoldLead, a tenth of the round when that is
