@@ -79,22 +79,27 @@ func releaseGC() {
 // gcPercent is the collector's percent now (GOGC; -1 for off), read
 // without changing it.
 func gcPercent() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 || s[0].Value.Uint64() > math.MaxInt32 {
+	v, ok := runtimeCount("/gc/gogc:percent")
+	if !ok || v > math.MaxInt32 {
 		return -1 // off reads as -1 converted
 	}
-	return int(s[0].Value.Uint64())
+	return int(v)
 }
 
 // gcCycles is how many collections the process completed so far.
 func gcCycles() uint64 {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	v, _ := runtimeCount("/gc/cycles/total:gc-cycles")
+	return v
+}
+
+// runtimeCount reads one of the runtime's integer metrics.
+func runtimeCount(name string) (uint64, bool) {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+		return 0, false
 	}
-	return s[0].Value.Uint64()
+	return s[0].Value.Uint64(), true
 }
 
 // gcHold is one service's hold around its rounds.

@@ -105,18 +105,8 @@ func BenchmarkTick_1024x8Nodes_8000Jobs(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := NewCore(Config{Cluster: topology.Uniform(1024, 8), MaxFailedLeases: -1}, p)
-	if err != nil {
-		b.Fatal(err)
-	}
 	rng := rand.New(rand.NewPCG(1, 1))
-	for i := range 8000 {
-		r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
-			Workers: []int{1, 1, 1, 2, 2, 4, 8}[rng.IntN(7)], BatchSize: 32, DatasetSize: 50000, TotalSteps: 100_000_000, Throughput: 10}
-		if err := c.Register(0, r); err != nil {
-			b.Fatal(err)
-		}
-	}
+	c := coreWithJobs(b, topology.Uniform(1024, 8), p, 8000, 100_000_000, func() int { return []int{1, 1, 1, 2, 2, 4, 8}[rng.IntN(7)] })
 	now := 0.0
 	if _, err := c.Tick(now); err != nil {
 		b.Fatal(err)
@@ -158,20 +148,28 @@ func BenchmarkBeginTick_FirstRoundOf10000Jobs(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := NewCore(Config{Cluster: topology.Uniform(320, 8), MaxFailedLeases: -1}, p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range 10_000 {
-			r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
-				Workers: 1, BatchSize: 32, DatasetSize: 50000, TotalSteps: 100_000, Throughput: 10}
-			if err := c.Register(0, r); err != nil {
-				b.Fatal(err)
-			}
-		}
+		c := coreWithJobs(b, topology.Uniform(320, 8), p, 10_000, 100_000, func() int { return 1 })
 		b.StartTimer()
 		if _, err := c.BeginTick(0, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// coreWithJobs is a Core on cluster with n ResNet-18 jobs registered at
+// time 0, each of total steps and width() workers.
+func coreWithJobs(b *testing.B, cluster topology.Cluster, p policy.Policy, n int, steps int64, width func() int) *Core {
+	b.Helper()
+	c, err := NewCore(Config{Cluster: cluster, MaxFailedLeases: -1}, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
+			Workers: width(), BatchSize: 32, DatasetSize: 50000, TotalSteps: steps, Throughput: 10}
+		if err := c.Register(0, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return c
 }
