@@ -27,6 +27,27 @@ type record struct {
 	// fold's result is the same); decErr is that decoding's error.
 	batch  *protocol.Batch
 	decErr error
+	// carried are the records a carried record holds, when the reader took
+	// it apart (carry.go; decErr: why it could not); via and residents
+	// mark each of them as hdrVia and hdrResidents mark a record an agent
+	// carried on its own.
+	carried   []record
+	via       string
+	residents bool
+}
+
+// viaNode is the node whose agent carried r, or "".
+func (r *record) viaNode() string {
+	if r.via != "" {
+		return r.via
+	}
+	return r.Header.Get(hdrVia)
+}
+
+// carriesResidents says r was carried where agents may speak for the jobs
+// resident on their node.
+func (r *record) carriesResidents() bool {
+	return r.residents || r.Header.Get(hdrResidents) != ""
 }
 
 func recordOf(m jetstream.Msg) (record, error) {
@@ -162,6 +183,16 @@ func (f *fold) apply(r record) outcome {
 		return f.leader(r)
 	case r.Subject == f.subj.Prefix+"."+logCluster:
 		return f.resize(r)
+	case r.Subject == f.subj.Prefix+"."+logCarried:
+		// Only a damaged one reaches here: the service folds the records
+		// of a sound one instead (Service.handle).
+		o := outcome{kind: kindUnknown}
+		_, err := f.unpack(r)
+		if err == nil {
+			err = errors.New("coordinator: a carried record folded whole")
+		}
+		o.reject("bad_carried", err)
+		return o
 	}
 	if o, ok := f.applyRunner(r); ok {
 		return o
@@ -397,7 +428,7 @@ func (f *fold) plan(r record) outcome {
 // point of the open round), and leader records, which only raise the
 // epoch (a new leader must see its own record to close the round).
 func (f *fold) heldBack(r record) bool {
-	if r.Subject == f.subj.Prefix+"."+logLeader || r.Subject == f.subj.Prefix+"."+logPlan {
+	if r.Subject == f.subj.Prefix+"."+logLeader || r.Subject == f.subj.Prefix+"."+logPlan || r.Subject == f.subj.Prefix+"."+logCarried {
 		return false
 	}
 	_, events := f.subj.EventsJob(r.Subject)

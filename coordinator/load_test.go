@@ -55,7 +55,9 @@ import (
 // SHOCKWAVE_LOAD_SERVER_GOGC sets that process's GOGC and
 // SHOCKWAVE_LOAD_SERVER_GCTRACE=1 prints its collections.
 // SHOCKWAVE_LOAD_GC_HOLD=0 leaves the collector alone during rounds, as
-// --gc-hold=false does (gchold.go).
+// --gc-hold=false does (gchold.go). SHOCKWAVE_LOAD_CARRY sets the
+// window in which the batches agents carry share a log record (a
+// duration; "-1ms": a record per batch; carry.go).
 // SHOCKWAVE_LOAD_NICE=19 runs the emulated cluster's processes at that
 // niceness (loadClusterChild); SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS=N sets the
 // service's snapshot interval (0: its default). Each round's line
@@ -93,6 +95,13 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0),
 		SnapshotRounds: envInt("SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS", 0), AgentsCarryResidents: loadResidentsMode(),
 		KeepGCPercent: os.Getenv("SHOCKWAVE_LOAD_GC_HOLD") == "0"}
+	if v := os.Getenv("SHOCKWAVE_LOAD_CARRY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SHOCKWAVE_LOAD_CARRY=%q: %v", v, err)
+		}
+		cfg.CarryWindow = d
+	}
 	if os.Getenv("SHOCKWAVE_LOAD_LOG") != "" { // the coordinator's warnings and errors on stderr
 		lg := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		cfg.Logger = &lg

@@ -39,6 +39,7 @@ type Metrics struct {
 	logWrites       *prometheus.CounterVec
 	deposed         prometheus.Counter
 	loopStep        *prometheus.HistogramVec
+	carried         prometheus.Histogram // batches per carried record (carry.go)
 	snapshotMetrics
 
 	labeled map[string]bool // jobs with per-job series
@@ -75,9 +76,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		logWrites:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_log_writes_total", Help: "Coordinator records written to the log, by result (ok, error, duplicate: another writer used the record's message id)."}, []string{"result"}),
 		deposed:         prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leader_deposed_total", Help: "Times this coordinator lost the leader lease while leading."}),
 		loopStep:        prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shockwave_loop_step_seconds", Help: "How long one step held the service loop (a log record folded and what it published, a status reply, a round's tick or close), by kind; events wait meanwhile.", Buckets: lat}, []string{"kind"}),
+		carried:         prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_carried_batches", Help: "Event batches per carried log record: the batches agents carry that the leader appends together (carry.go).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		labeled:         map[string]bool{},
 	}
-	reg.MustRegister(m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.roundsCollected, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.leasesHeld, m.accepted,
+	reg.MustRegister(m.carried, m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.roundsCollected, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.leasesHeld, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
 		m.logWrites, m.deposed, m.loopStep)
 	m.snapshotMetrics = newSnapshotMetrics(reg)

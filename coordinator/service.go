@@ -42,6 +42,7 @@ type Service struct {
 	agentq  chan agentRequest
 	agents  agentState  // node liveness, owned by the loop (agents.go)
 	uplink  uplinkState // agents' events budgets, owned by the agents handler (uplink.go)
+	carrier *carrier    // gathers the batches agents carry into log records (carry.go)
 
 	// Owned by the loop.
 	live       bool
@@ -136,6 +137,7 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		planned:   make(chan error, 1),
 		leaseq:    make(chan leaseBatch, 4096),
 		gc:        &gcHold{off: cfg.KeepGCPercent},
+		carrier:   newCarrier(cfg.CarryWindow, cfg.MaxMessageBytes),
 	}, nil
 }
 
@@ -203,6 +205,7 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.writeStates(ctx, st, snaps) })
 	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
 	wg.Go(func() { s.publishing(ctx, shards) })
+	wg.Go(func() { s.carry(ctx, s.carrier) })
 	err = s.loop(ctx)
 	if err != nil {
 		msg := err.Error()
@@ -262,6 +265,8 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
 		// Decoding is most of an event's cost: done here, the loop only
 		// folds (the fold decodes the same bytes to the same batch).
 		r.batch, r.decErr = protocol.DecodeBatch(r.Data, s.cfg.MaxMessageBytes)
+	} else if r.Subject == s.subj.Prefix+"."+logCarried {
+		r.carried, r.decErr = unpackCarried(r, s.subj, s.cfg.MaxMessageBytes)
 	}
 	select {
 	case s.in <- r:
@@ -433,6 +438,15 @@ func (s *Service) handle(r record) string {
 	if !s.live && s.behind(r) { // catchup.go
 		return "skipped"
 	}
+	if r.Subject == s.subj.Prefix+"."+logCarried {
+		recs, err := s.fold.unpack(r)
+		if err == nil {
+			return s.handleCarried(r, recs)
+		}
+		if s.live {
+			s.m.rejected.WithLabelValues("bad_carried").Inc()
+		}
+	}
 	o := s.fold.apply(r)
 	s.seq.Store(r.Seq)
 	s.after(r, &o, false)
@@ -441,6 +455,21 @@ func (s *Service) handle(r record) string {
 		s.after(h.r, &h.o, true)
 	}
 	return o.kind
+}
+
+// handleCarried folds the records a carried record holds (carry.go) in
+// order, then checks the carried record as one while replaying.
+func (s *Service) handleCarried(r record, recs []record) string {
+	for i := range recs {
+		o := s.fold.apply(recs[i])
+		s.after(recs[i], &o, true)
+	}
+	s.seq.Store(r.Seq)
+	if !s.live {
+		s.checkRecord(r)
+		s.verify(r)
+	}
+	return kindEvents
 }
 
 // after does what a folded record asks for: checks while replaying,

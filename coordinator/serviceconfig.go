@@ -113,6 +113,11 @@ type ServiceConfig struct {
 	// the round's last lease is flushed, so that no collection runs during
 	// the round (gchold.go; docs/scale.md, session 17).
 	KeepGCPercent bool
+	// CarryWindow is how long the leader gathers the event batches agents
+	// carry into one log record after the first of them (carry.go; default
+	// 1 ms, at most 100 ms); negative appends each batch on its own, on its
+	// job's events subject.
+	CarryWindow time.Duration
 
 	// onApply, when set, sees every folded record, onRound the times of
 	// each live round from its timer to its last lease flushed, and onStep
@@ -147,6 +152,12 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.SnapshotRounds == 0 {
 		c.SnapshotRounds = DefaultSnapshotRounds
+	}
+	if c.CarryWindow == 0 {
+		c.CarryWindow = defaultCarryWindow
+	}
+	if c.CarryWindow > 100*time.Millisecond {
+		return fmt.Errorf("coordinator: carry window %v is longer than 100ms", c.CarryWindow)
 	}
 	if c.LeaseConns == 0 {
 		c.LeaseConns = DefaultLeaseConns

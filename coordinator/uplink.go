@@ -23,7 +23,8 @@ import (
 //	<prefix>.agent.<node>.events    one Batch, the job in protocol.HdrJob
 //
 // Both enter the log as they would have from the job (a register record;
-// the batch on the job's own events subject), with hdrVia naming the node.
+// the batch on the job's own events subject), with hdrVia naming the node;
+// batches arriving together share a carried record (carry.go).
 // The fold accepts such a record only for a submitted job whose current or
 // most recent grant includes that node (vouches), so an agent speaks only
 // for the jobs it runs. The header only ever adds that check: a job that
@@ -76,6 +77,13 @@ func (s *Service) onAgentEvents(m *nats.Msg, node string) {
 	if err != nil {
 		s.m.rejected.WithLabelValues("uplink_invalid").Inc()
 		s.rejectLog.Info().Err(err).Str("node", node).Msg("agent events refused")
+		return
+	}
+	if s.carrier.window >= 0 { // carry.go
+		select {
+		case s.carrier.in <- carriedBatch{node: node, job: job, data: m.Data}:
+		case <-s.runCtx.Done():
+		}
 		return
 	}
 	rec := &nats.Msg{Subject: s.subj.Events(job), Header: carriedHeader(m.Header, node, s.cfg.AgentsCarryResidents), Data: m.Data}
@@ -156,12 +164,12 @@ var errNotVouched = errors.New("coordinator: the job's grant does not include th
 // job's end is answered as usual ("ended"); its events are refused as
 // ended anyway. A record without hdrVia needs nothing.
 func (f *fold) vouches(r record, job, regNode string, register bool) error {
-	via := r.Header.Get(hdrVia)
+	via := r.viaNode()
 	if via == "" {
 		return nil
 	}
 	if _, ok := f.run.subs[job]; !ok {
-		if r.Header.Get(hdrResidents) == "" {
+		if !r.carriesResidents() {
 			return fmt.Errorf("%w: %s is not a submitted job (node %s)", errNotVouched, job, via)
 		}
 		node := regNode

@@ -1,0 +1,209 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+// Carried records: the event batches node agents carry (uplink.go) enter
+// the log several to a record. At 10,000 resident jobs the agents carry
+// 10,000 batches a second; one record each cost the server a stream
+// append, a delivery to the log's consumer and, after each snapshot, a
+// purge step per record, and cost the service a header parse per record
+// (docs/scale.md, session 18). The leader gathers the batches that arrive
+// within CarryWindow of the first into one record on <prefix>.log.carried,
+// and the fold takes it apart into the records it used to get, in order,
+// within one step of the loop, so a snapshot never falls inside one.
+//
+// The record's data is a version byte (carriedVersion) and then, per
+// batch, three length-prefixed strings (unsigned varints): the node whose
+// agent carried it, the job, and the batch as the agent sent it. The
+// header carries hdrResidents when agents may speak for resident jobs,
+// as a single carried batch's would.
+const logCarried = "log.carried"
+
+const carriedVersion = 1
+
+// maxCarried bounds the batches of one carried record; the record's size is
+// bounded by MaxMessageBytes as well (a single batch larger than that was
+// refused before it was carried).
+const maxCarried = 512
+
+// defaultCarryWindow is ServiceConfig.CarryWindow's default.
+const defaultCarryWindow = time.Millisecond
+
+// carriedBatch is one batch an agent carried.
+type carriedBatch struct {
+	node, job string
+	data      []byte
+}
+
+// appendCarried encodes b onto buf (which starts with the version byte).
+func appendCarried(buf []byte, b carriedBatch) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(b.node)))
+	buf = append(buf, b.node...)
+	buf = binary.AppendUvarint(buf, uint64(len(b.job)))
+	buf = append(buf, b.job...)
+	buf = binary.AppendUvarint(buf, uint64(len(b.data)))
+	return append(buf, b.data...)
+}
+
+// carriedSize is what appendCarried adds for b, at most.
+func carriedSize(b carriedBatch) int {
+	return len(b.node) + len(b.job) + len(b.data) + 3*binary.MaxVarintLen32
+}
+
+var errCarried = errors.New("coordinator: damaged carried record")
+
+// decodeCarried takes a carried record's data apart; limit bounds each
+// batch (0: none). Any damage refuses the whole record, naming where.
+func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
+	if len(data) == 0 || data[0] != carriedVersion {
+		return nil, fmt.Errorf("%w: version %v, want %d", errCarried, head(data), carriedVersion)
+	}
+	rest := data[1:]
+	field := func(i int, what string, most int) (string, []byte, error) {
+		n, k := binary.Uvarint(rest)
+		switch {
+		case k <= 0:
+			return "", nil, fmt.Errorf("%w: batch %d: bad length of its %s", errCarried, i, what)
+		case most > 0 && n > uint64(most):
+			return "", nil, fmt.Errorf("%w: batch %d: its %s has %d bytes, more than %d", errCarried, i, what, n, most)
+		case n > uint64(len(rest)-k):
+			return "", nil, fmt.Errorf("%w: batch %d: its %s is cut short", errCarried, i, what)
+		}
+		b := rest[k : k+int(n)]
+		rest = rest[k+int(n):]
+		return string(b), b, nil
+	}
+	var out []carriedBatch
+	for i := 0; len(rest) > 0; i++ {
+		if i == maxCarried {
+			return nil, fmt.Errorf("%w: more than %d batches", errCarried, maxCarried)
+		}
+		node, _, err := field(i, "node", 256)
+		if err != nil {
+			return nil, err
+		}
+		if err := protocol.ValidateNodeName("carried record", "node", node); err != nil {
+			return nil, fmt.Errorf("%w: batch %d: %w", errCarried, i, err)
+		}
+		job, _, err := field(i, "job", 256)
+		if err != nil {
+			return nil, err
+		}
+		if err := protocol.ValidateJobID("carried record", job); err != nil {
+			return nil, fmt.Errorf("%w: batch %d: %w", errCarried, i, err)
+		}
+		_, data, err := field(i, "batch", limit)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, carriedBatch{node: node, job: job, data: data})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no batches", errCarried)
+	}
+	return out, nil
+}
+
+// head is the first byte of data, or "none".
+func head(data []byte) any {
+	if len(data) == 0 {
+		return "none"
+	}
+	return data[0]
+}
+
+// unpack turns a carried record into the records its batches would have
+// been on their own: each on its job's events subject, marked with the
+// node that carried it, at the carried record's place in the log. The
+// service's reader has usually done it already (r.carried).
+func (f *fold) unpack(r record) ([]record, error) {
+	if r.carried != nil || r.decErr != nil {
+		return r.carried, r.decErr
+	}
+	return unpackCarried(r, f.subj, f.limit)
+}
+
+// unpackCarried decodes r's batches (and each batch's events, as the
+// reader does for a job's own records).
+func unpackCarried(r record, subj protocol.Subjects, limit int) ([]record, error) {
+	bs, err := decodeCarried(r.Data, limit)
+	if err != nil {
+		return nil, err
+	}
+	residents := r.Header.Get(hdrResidents) != ""
+	out := make([]record, len(bs))
+	for i, b := range bs {
+		out[i] = record{Seq: r.Seq, Pending: r.Pending, Time: r.Time, Subject: subj.Events(b.job), Data: b.data,
+			via: b.node, residents: residents}
+		out[i].batch, out[i].decErr = protocol.DecodeBatch(b.data, limit)
+	}
+	return out, nil
+}
+
+// carrier gathers the leader's carried batches into records (run on its
+// own goroutine for the service's life). A batch waits at most window
+// after the first one of its record; a window < 0 appends each batch on
+// its own, on its job's events subject, as before carried records.
+type carrier struct {
+	in     chan carriedBatch
+	window time.Duration
+	limit  int
+}
+
+func newCarrier(window time.Duration, limit int) *carrier {
+	return &carrier{in: make(chan carriedBatch, 4096), window: window, limit: limit}
+}
+
+// carry gathers and appends until ctx ends, then appends what it holds.
+func (s *Service) carry(ctx context.Context, c *carrier) {
+	buf := []byte{carriedVersion}
+	n := 0
+	var hdr nats.Header
+	if s.cfg.AgentsCarryResidents {
+		hdr = nats.Header{hdrResidents: []string{"1"}}
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	flush := func() {
+		timer.Stop()
+		if n == 0 {
+			return
+		}
+		s.m.carried.Observe(float64(n))
+		if err := s.nc.PublishMsg(&nats.Msg{Subject: s.subj.Prefix + "." + logCarried, Header: hdr, Data: buf}); err != nil {
+			s.log.Debug().Err(err).Int("batches", n).Msg("cannot append carried batches")
+		}
+		buf, n = buf[:1], 0 // PublishMsg copied the data
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			flush()
+			return
+		case <-timer.C:
+			flush()
+		case b := <-c.in:
+			if len(buf)+carriedSize(b) > max(c.limit, 1) {
+				flush()
+			}
+			buf = appendCarried(buf, b)
+			if n++; n == 1 {
+				timer.Reset(c.window)
+			}
+			if n == maxCarried {
+				flush()
+			}
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shockwave-sched/shockwave/protocol"
+)
+
+func encodeCarried(bs ...carriedBatch) []byte {
+	buf := []byte{carriedVersion}
+	for _, b := range bs {
+		buf = appendCarried(buf, b)
+	}
+	return buf
+}
+
+func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
+	in := []carriedBatch{{"n0", "a", []byte(`{"v":1}`)}, {"node-17", "job-b_2", []byte(`{}`)}, {"n0", "a", nil}}
+	data := encodeCarried(in...)
+	out, err := decodeCarried(data, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(in) {
+		t.Fatalf("%d batches, want %d", len(out), len(in))
+	}
+	for i := range in {
+		if out[i].node != in[i].node || out[i].job != in[i].job || string(out[i].data) != string(in[i].data) {
+			t.Errorf("batch %d: %+v, want %+v", i, out[i], in[i])
+		}
+	}
+	many := make([]carriedBatch, maxCarried+1)
+	for i := range many {
+		many[i] = carriedBatch{"n0", "a", []byte("{}")}
+	}
+	for _, c := range []struct {
+		name, want string
+		data       []byte
+	}{
+		{"empty", "version none", nil},
+		{"another version", "version 2", append([]byte{2}, data[1:]...)},
+		{"no batches", "no batches", []byte{carriedVersion}},
+		{"cut short", "batch 0: its batch is cut short", encodeCarried(in[0])[:9]},
+		{"a length missing", "batch 2: bad length of its batch", data[:len(data)-1]},
+		{"a length cut", "batch 0: bad length of its node", []byte{carriedVersion, 0x80}},
+		{"over the limit", "batch 0: its batch has 7 bytes, more than 4", encodeCarried(in[0])},
+		{"a bad node", "batch 1", encodeCarried(in[0], carriedBatch{"bad node", "a", nil})},
+		{"a bad job", "batch 0", encodeCarried(carriedBatch{"n0", "../a", nil})},
+		{"too many", "more than 512 batches", encodeCarried(many...)},
+	} {
+		limit := 1024
+		if c.name == "over the limit" {
+			limit = 4
+		}
+		_, err := decodeCarried(c.data, limit)
+		if !errors.Is(err, errCarried) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a damaged record naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+func FuzzDecodeCarried(f *testing.F) {
+	f.Add(encodeCarried(carriedBatch{"n0", "a", []byte(`{"v":1}`)}, carriedBatch{"n1", "b", nil}))
+	f.Add([]byte{carriedVersion, 0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		bs, err := decodeCarried(data, 4096)
+		if err != nil {
+			if !errors.Is(err, errCarried) {
+				t.Fatalf("an error that does not say the record is damaged: %v", err)
+			}
+			return
+		}
+		again, err := decodeCarried(encodeCarried(bs...), 4096)
+		if err != nil || len(again) != len(bs) {
+			t.Fatalf("re-encoded: %v, %d batches of %d", err, len(again), len(bs))
+		}
+		for i := range bs {
+			if again[i].node != bs[i].node || again[i].job != bs[i].job || string(again[i].data) != string(bs[i].data) {
+				t.Fatalf("batch %d changed: %+v, %+v", i, again[i], bs[i])
+			}
+		}
+	})
+}
+
+// carriedRecords returns the batches per carried record in the log and the
+// records on job's own events subject.
+func carriedRecords(t *testing.T, e *env, job string) (sizes []int, own int) {
+	t.Helper()
+	for _, m := range logRecords(t, e) {
+		switch m.Subject {
+		case e.subj.Events(job):
+			own++
+		case e.subj.Prefix + "." + logCarried:
+			bs, err := decodeCarried(m.Data, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(bs))
+		}
+	}
+	return sizes, own
+}
+
+// TestCarry_AgentsBatchesShareLogRecordsAndFoldAsTheirOwnWould: two agents
+// carry batches of the jobs they run, with a batch for a job placed
+// elsewhere between them, within one carry window. They enter the log
+// several to a record and none on a job's own subject; each is folded as
+// it would have been alone (the misplaced one refused, the others
+// applied, in order); a restarted coordinator replays the records to the
+// same state.
+func TestCarry_AgentsBatchesShareLogRecordsAndFoldAsTheirOwnWould(t *testing.T) {
+	e := newEnv(t, 0, func(_ *EmbeddedConfig, s *ServiceConfig) {
+		s.Core.Dynamic, s.Policy, s.CarryWindow = true, "shockwave", 50*time.Millisecond
+	})
+	nc := e.client()
+	agents := map[string]*relayAgent{
+		"n0": joinRelayAgent(t, e, nc, "n0", 1, true),
+		"n1": joinRelayAgent(t, e, nc, "n1", 1, true),
+	}
+	submitRelayJob(t, e, nc, "a")
+	submitRelayJob(t, e, nc, "b")
+	onA, offA := placedNode(t, "a", agents)
+	onB, _ := placedNode(t, "b", agents)
+	for job, node := range map[string]string{"a": onA, "b": onB} {
+		reg := newJob(job, 1)
+		reg.Relayed = true
+		if rep := agentRegister(t, nc, e.subj, node, reg); rep.Error != nil {
+			t.Fatalf("registration of %s via %s: %v", job, node, rep.Error)
+		}
+	}
+	const n = 30
+	for i := uint64(1); i <= n; i++ {
+		agentEvents(t, nc, e.subj, onA, "a", "a", progress(i, 10, int64(10*i), 1))
+		if i == n/2 {
+			agentEvents(t, nc, e.subj, offA, "a", "a", progress(1000, 10, 99_999, 1)) // not a's node
+		}
+		agentEvents(t, nc, e.subj, onB, "b", "b", progress(i, 5, int64(5*i), 1))
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "every carried batch folded", func() bool {
+		st := status(t, nc, e.subj)
+		a, _ := jobRow(st, "a")
+		b, _ := jobRow(st, "b")
+		return a.LastSeq == n && b.LastSeq == n
+	})
+	if got := rejectedAs(t, e, "not_placed"); got != 1 {
+		t.Errorf("batches refused as not placed: %v, want 1", got)
+	}
+	st := status(t, nc, e.subj)
+	a, _ := jobRow(st, "a")
+	b, _ := jobRow(st, "b")
+	if a.StepsDone != 10*n || b.StepsDone != 5*n {
+		t.Errorf("steps done: a %d, b %d; want %d, %d (the misplaced batch applied, or one lost)", a.StepsDone, b.StepsDone, 10*n, 5*n)
+	}
+	sizes, own := carriedRecords(t, e, "a")
+	total, most := 0, 0
+	for _, k := range sizes {
+		total, most = total+k, max(most, k)
+	}
+	if own != 0 || total != 2*n+1 || most < 2 {
+		t.Errorf("the log holds %d of a's batches on its own subject and carried records of %v batches; want none, %d batches in all, some together", own, sizes, 2*n+1)
+	}
+
+	e.stopService()
+	e.startService()
+	eventually(t, 10*time.Second, "the restarted coordinator replays the carried records", func() bool {
+		st := status(t, e.client(), e.subj)
+		ra, _ := jobRow(st, "a")
+		rb, _ := jobRow(st, "b")
+		return ra.LastSeq == n && rb.LastSeq == n && ra.StepsDone == a.StepsDone && rb.StepsDone == b.StepsDone
+	})
+}
+
+// TestCarry_ADamagedCarriedRecordIsRefusedWholeAndChangesNothing: carried
+// records damaged in several ways reach the log (written with the
+// coordinator's own rights, as a faulty coordinator or a damaged store
+// would). Each is refused and counted, the job's state is unchanged, the
+// batches after them fold, and a restart replays past them.
+func TestCarry_ADamagedCarriedRecordIsRefusedWholeAndChangesNothing(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	nc := e.client()
+	if rep := register(t, nc, e.subj, newJob("a", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	publishBatch(t, nc, e.subj, "a", progress(1, 10, 10, 1))
+	eventually(t, 5*time.Second, "a's first batch", func() bool {
+		r, _ := jobRow(status(t, nc, e.subj), "a")
+		return r.LastSeq == 1
+	})
+	good, _ := json.Marshal(protocol.Batch{V: protocol.Version, Job: "a", Events: []protocol.Event{{V: protocol.Version, Job: "a",
+		Type: protocol.EventProgress, Seq: 2, Steps: 10, StepsDone: 20, TotalSteps: 1_000_000, BatchSize: 32, Elapsed: 1}}})
+	whole := encodeCarried(carriedBatch{"n0", "a", good})
+	coord := e.coordClient()
+	for _, bad := range [][]byte{
+		whole[:len(whole)-3], // cut short: the whole record goes, the sound batch in it too
+		append(encodeCarried(carriedBatch{"n0", "a", good}), 0x05, 'n'),
+		append([]byte{9}, whole[1:]...),
+		nil,
+	} {
+		if err := coord.Publish(e.subj.Prefix+"."+logCarried, bad); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := coord.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "four damaged records refused", func() bool { return rejectedAs(t, e, "bad_carried") == 4 })
+	if r, _ := jobRow(status(t, nc, e.subj), "a"); r.LastSeq != 1 || r.StepsDone != 10 {
+		t.Errorf("a damaged carried record changed a: %+v", r)
+	}
+	publishBatch(t, nc, e.subj, "a", progress(2, 10, 20, 1))
+	eventually(t, 5*time.Second, "the next batch folds", func() bool {
+		r, _ := jobRow(status(t, nc, e.subj), "a")
+		return r.LastSeq == 2 && r.StepsDone == 20
+	})
+	e.stopService()
+	e.startService()
+	if r, _ := jobRow(status(t, e.client(), e.subj), "a"); r.LastSeq != 2 || r.StepsDone != 20 {
+		t.Errorf("after a restart: %+v, want seq 2, 20 steps", r)
+	}
+}
