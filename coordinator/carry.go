@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,10 +26,12 @@ import (
 // within one step of the loop, so a snapshot never falls inside one.
 //
 // The record's data is a version byte (carriedVersion) and then, per
-// batch, three length-prefixed strings (unsigned varints): the node whose
-// agent carried it, the job, and the batch as the agent sent it. The
-// header carries hdrResidents when agents may speak for resident jobs,
-// as a single carried batch's would.
+// batch: the node whose agent carried it and the job, each a string
+// (an unsigned varint length, then the bytes); the agent's own headers
+// (keptHeader), as a count of pairs and then each key and value as a
+// string, in order; and the batch as the agent sent it, as a string. The
+// record's NATS header carries hdrResidents when agents may speak for
+// resident jobs, as a single carried batch's would.
 const logCarried = "log.carried"
 
 const carriedVersion = 1
@@ -39,25 +44,67 @@ const maxCarried = 512
 // defaultCarryWindow is ServiceConfig.CarryWindow's default.
 const defaultCarryWindow = time.Millisecond
 
-// carriedBatch is one batch an agent carried.
+// maxCarriedHeader bounds the headers of one carried batch, encoded.
+const maxCarriedHeader = 4096
+
+// carriedBatch is one batch an agent carried, with the agent's own
+// headers (keptHeader; nil when none).
 type carriedBatch struct {
 	node, job string
+	hdr       nats.Header
 	data      []byte
+}
+
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
 }
 
 // appendCarried encodes b onto buf (which starts with the version byte).
 func appendCarried(buf []byte, b carriedBatch) []byte {
-	buf = binary.AppendUvarint(buf, uint64(len(b.node)))
-	buf = append(buf, b.node...)
-	buf = binary.AppendUvarint(buf, uint64(len(b.job)))
-	buf = append(buf, b.job...)
+	buf = appendString(buf, b.node)
+	buf = appendString(buf, b.job)
+	buf = appendHeader(buf, b.hdr)
 	buf = binary.AppendUvarint(buf, uint64(len(b.data)))
 	return append(buf, b.data...)
 }
 
+// appendHeader encodes h: its pairs, keys in order.
+func appendHeader(buf []byte, h nats.Header) []byte {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	buf = binary.AppendUvarint(buf, uint64(n))
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[k] {
+			buf = appendString(appendString(buf, k), v)
+		}
+	}
+	return buf
+}
+
+// headerSize is what appendHeader adds for h, at most.
+func headerSize(h nats.Header) int {
+	n := binary.MaxVarintLen32
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 2*binary.MaxVarintLen32
+		}
+	}
+	return n
+}
+
 // carriedSize is what appendCarried adds for b, at most.
 func carriedSize(b carriedBatch) int {
-	return len(b.node) + len(b.job) + len(b.data) + 3*binary.MaxVarintLen32
+	return len(b.node) + len(b.job) + len(b.data) + headerSize(b.hdr) + 3*binary.MaxVarintLen32
+}
+
+// reservedHeader says a key is one the service writes or NATS acts on,
+// which an agent's batch never brings into the log (keptHeader).
+func reservedHeader(k string) bool {
+	return len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || strings.EqualFold(k, hdrVia) ||
+		strings.EqualFold(k, protocol.HdrJob) || strings.EqualFold(k, hdrResidents)
 }
 
 var errCarried = errors.New("coordinator: damaged carried record")
@@ -83,6 +130,36 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 		rest = rest[k+int(n):]
 		return string(b), b, nil
 	}
+	header := func(i int) (nats.Header, error) {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n > maxCarriedHeader/2 {
+			return nil, fmt.Errorf("%w: batch %d: bad count of its headers", errCarried, i)
+		}
+		rest = rest[k:]
+		var h nats.Header
+		size := 0
+		for range n {
+			key, _, err := field(i, "header key", 256)
+			if err != nil {
+				return nil, err
+			}
+			v, _, err := field(i, "header value", maxCarriedHeader)
+			if err != nil {
+				return nil, err
+			}
+			if size += len(key) + len(v); size > maxCarriedHeader {
+				return nil, fmt.Errorf("%w: batch %d: its headers exceed %d bytes", errCarried, i, maxCarriedHeader)
+			}
+			if key == "" || reservedHeader(key) {
+				return nil, fmt.Errorf("%w: batch %d: header %q may not be carried", errCarried, i, key)
+			}
+			if h == nil {
+				h = nats.Header{}
+			}
+			h[key] = append(h[key], v)
+		}
+		return h, nil
+	}
 	var out []carriedBatch
 	for i := 0; len(rest) > 0; i++ {
 		if i == maxCarried {
@@ -102,11 +179,15 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 		if err := protocol.ValidateJobID("carried record", job); err != nil {
 			return nil, fmt.Errorf("%w: batch %d: %w", errCarried, i, err)
 		}
+		hdr, err := header(i)
+		if err != nil {
+			return nil, err
+		}
 		_, data, err := field(i, "batch", limit)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, carriedBatch{node: node, job: job, data: data})
+		out = append(out, carriedBatch{node: node, job: job, hdr: hdr, data: data})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: no batches", errCarried)
@@ -143,7 +224,7 @@ func unpackCarried(r record, subj protocol.Subjects, limit int) ([]record, error
 	residents := r.Header.Get(hdrResidents) != ""
 	out := make([]record, len(bs))
 	for i, b := range bs {
-		out[i] = record{Seq: r.Seq, Pending: r.Pending, Time: r.Time, Subject: subj.Events(b.job), Data: b.data,
+		out[i] = record{Seq: r.Seq, Pending: r.Pending, Time: r.Time, Subject: subj.Events(b.job), Header: b.hdr, Data: b.data,
 			via: b.node, residents: residents}
 		out[i].batch, out[i].decErr = protocol.DecodeBatch(b.data, limit)
 	}

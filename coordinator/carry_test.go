@@ -3,9 +3,14 @@ package coordinator
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/protocol"
 )
@@ -19,7 +24,8 @@ func encodeCarried(bs ...carriedBatch) []byte {
 }
 
 func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
-	in := []carriedBatch{{"n0", "a", []byte(`{"v":1}`)}, {"node-17", "job-b_2", []byte(`{}`)}, {"n0", "a", nil}}
+	in := []carriedBatch{{"n0", "a", nil, []byte(`{"v":1}`)},
+		{"node-17", "job-b_2", nats.Header{"Shockwave-Sent": {"123"}, "X-Trace": {"a", "b"}}, []byte(`{}`)}, {"n0", "a", nil, nil}}
 	data := encodeCarried(in...)
 	out, err := decodeCarried(data, 1024)
 	if err != nil {
@@ -29,13 +35,13 @@ func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
 		t.Fatalf("%d batches, want %d", len(out), len(in))
 	}
 	for i := range in {
-		if out[i].node != in[i].node || out[i].job != in[i].job || string(out[i].data) != string(in[i].data) {
+		if out[i].node != in[i].node || out[i].job != in[i].job || string(out[i].data) != string(in[i].data) || !reflect.DeepEqual(out[i].hdr, in[i].hdr) {
 			t.Errorf("batch %d: %+v, want %+v", i, out[i], in[i])
 		}
 	}
 	many := make([]carriedBatch, maxCarried+1)
 	for i := range many {
-		many[i] = carriedBatch{"n0", "a", []byte("{}")}
+		many[i] = carriedBatch{"n0", "a", nil, []byte("{}")}
 	}
 	for _, c := range []struct {
 		name, want string
@@ -48,8 +54,11 @@ func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
 		{"a length missing", "batch 2: bad length of its batch", data[:len(data)-1]},
 		{"a length cut", "batch 0: bad length of its node", []byte{carriedVersion, 0x80}},
 		{"over the limit", "batch 0: its batch has 7 bytes, more than 4", encodeCarried(in[0])},
-		{"a bad node", "batch 1", encodeCarried(in[0], carriedBatch{"bad node", "a", nil})},
-		{"a bad job", "batch 0", encodeCarried(carriedBatch{"n0", "../a", nil})},
+		{"a bad node", "batch 1", encodeCarried(in[0], carriedBatch{"bad node", "a", nil, nil})},
+		{"a bad job", "batch 0", encodeCarried(carriedBatch{"n0", "../a", nil, nil})},
+		{"a reserved header", `batch 0: header "Shockwave-Via" may not be carried`, encodeCarried(carriedBatch{"n0", "a", nats.Header{hdrVia: {"n1"}}, nil})},
+		{"a NATS header", `batch 0: header "Nats-Msg-Id" may not be carried`, encodeCarried(carriedBatch{"n0", "a", nats.Header{"Nats-Msg-Id": {"x"}}, nil})},
+		{"headers too large", "batch 0: its headers exceed 4096 bytes", encodeCarried(carriedBatch{"n0", "a", nats.Header{"K": {strings.Repeat("v", 4000), strings.Repeat("w", 200)}}, nil})},
 		{"too many", "more than 512 batches", encodeCarried(many...)},
 	} {
 		limit := 1024
@@ -64,7 +73,7 @@ func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
 }
 
 func FuzzDecodeCarried(f *testing.F) {
-	f.Add(encodeCarried(carriedBatch{"n0", "a", []byte(`{"v":1}`)}, carriedBatch{"n1", "b", nil}))
+	f.Add(encodeCarried(carriedBatch{"n0", "a", nats.Header{"K": {"v"}}, []byte(`{"v":1}`)}, carriedBatch{"n1", "b", nil, nil}))
 	f.Add([]byte{carriedVersion, 0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		bs, err := decodeCarried(data, 4096)
@@ -79,7 +88,7 @@ func FuzzDecodeCarried(f *testing.F) {
 			t.Fatalf("re-encoded: %v, %d batches of %d", err, len(again), len(bs))
 		}
 		for i := range bs {
-			if again[i].node != bs[i].node || again[i].job != bs[i].job || string(again[i].data) != string(bs[i].data) {
+			if again[i].node != bs[i].node || again[i].job != bs[i].job || string(again[i].data) != string(bs[i].data) || !reflect.DeepEqual(again[i].hdr, bs[i].hdr) {
 				t.Fatalf("batch %d changed: %+v, %+v", i, again[i], bs[i])
 			}
 		}
@@ -113,8 +122,17 @@ func carriedRecords(t *testing.T, e *env, job string) (sizes []int, own int) {
 // applied, in order); a restarted coordinator replays the records to the
 // same state.
 func TestCarry_AgentsBatchesShareLogRecordsAndFoldAsTheirOwnWould(t *testing.T) {
+	var mu sync.Mutex
+	traced := map[string]int{} // the agent's own header, as each folded batch of a has it
 	e := newEnv(t, 0, func(_ *EmbeddedConfig, s *ServiceConfig) {
 		s.Core.Dynamic, s.Policy, s.CarryWindow = true, "shockwave", 50*time.Millisecond
+		s.onApply = func(r record, o *outcome) {
+			if o.kind == kindEvents && o.job == "a" && o.accepted > 0 {
+				mu.Lock()
+				traced[r.Header.Get("X-Trace")]++
+				mu.Unlock()
+			}
+		}
 	})
 	nc := e.client()
 	agents := map[string]*relayAgent{
@@ -134,7 +152,15 @@ func TestCarry_AgentsBatchesShareLogRecordsAndFoldAsTheirOwnWould(t *testing.T) 
 	}
 	const n = 30
 	for i := uint64(1); i <= n; i++ {
-		agentEvents(t, nc, e.subj, onA, "a", "a", progress(i, 10, int64(10*i), 1))
+		ev := progress(i, 10, int64(10*i), 1)
+		ev.V, ev.Job = protocol.Version, "a"
+		m := nats.NewMsg(e.subj.AgentEvents(onA))
+		m.Header.Set(protocol.HdrJob, "a")
+		m.Header.Set("X-Trace", fmt.Sprint("t", i))
+		m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: "a", Events: []protocol.Event{ev}})
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
 		if i == n/2 {
 			agentEvents(t, nc, e.subj, offA, "a", "a", progress(1000, 10, 99_999, 1)) // not a's node
 		}
@@ -158,6 +184,11 @@ func TestCarry_AgentsBatchesShareLogRecordsAndFoldAsTheirOwnWould(t *testing.T) 
 	if a.StepsDone != 10*n || b.StepsDone != 5*n {
 		t.Errorf("steps done: a %d, b %d; want %d, %d (the misplaced batch applied, or one lost)", a.StepsDone, b.StepsDone, 10*n, 5*n)
 	}
+	mu.Lock()
+	if len(traced) != n || traced["t1"] != 1 || traced[fmt.Sprint("t", n)] != 1 {
+		t.Errorf("the agent's own header on a's folded batches: %v, want t1 … t%d once each", traced, n)
+	}
+	mu.Unlock()
 	sizes, own := carriedRecords(t, e, "a")
 	total, most := 0, 0
 	for _, k := range sizes {
@@ -195,11 +226,11 @@ func TestCarry_ADamagedCarriedRecordIsRefusedWholeAndChangesNothing(t *testing.T
 	})
 	good, _ := json.Marshal(protocol.Batch{V: protocol.Version, Job: "a", Events: []protocol.Event{{V: protocol.Version, Job: "a",
 		Type: protocol.EventProgress, Seq: 2, Steps: 10, StepsDone: 20, TotalSteps: 1_000_000, BatchSize: 32, Elapsed: 1}}})
-	whole := encodeCarried(carriedBatch{"n0", "a", good})
+	whole := encodeCarried(carriedBatch{"n0", "a", nil, good})
 	coord := e.coordClient()
 	for _, bad := range [][]byte{
 		whole[:len(whole)-3], // cut short: the whole record goes, the sound batch in it too
-		append(encodeCarried(carriedBatch{"n0", "a", good}), 0x05, 'n'),
+		append(encodeCarried(carriedBatch{"n0", "a", nil, good}), 0x05, 'n'),
 		append([]byte{9}, whole[1:]...),
 		nil,
 	} {

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/shockwave-sched/shockwave/protocol"
@@ -235,6 +237,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	t.Logf("job processes CPU: %.1f%% of one core; the machine: %s", 100*jobsCPU.Seconds()/wall.Seconds(), machine)
 	if srv.emb != nil {
 		t.Logf("connections the flood guard disconnected: %d", srv.emb.FloodDisconnects())
+	}
+	if n, sum := histogramCount(t, svc.m.carried); n > 0 {
+		t.Logf("carried records: %d over the run, %.1f batches each", n, sum/float64(n))
 	}
 	rss, peak = memory(t)
 	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB; %s", rss>>20, peak>>20, memoryBreakdown())
@@ -767,4 +772,14 @@ func loadBatch(subject, id string, seq uint64, done, total int64, running bool) 
 	m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: id, Events: []protocol.Event{ev}})
 	m.Header.Set(hdrSent, strconv.FormatInt(time.Now().UnixNano(), 10))
 	return m, done
+}
+
+// histogramCount reads a histogram's count and sum.
+func histogramCount(t *testing.T, h prometheus.Histogram) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,8 +79,14 @@ func (s *Service) onAgentEvents(m *nats.Msg, node string) {
 		return
 	}
 	if s.carrier.window >= 0 { // carry.go
+		b := carriedBatch{node: node, job: job, hdr: keptHeader(m.Header), data: m.Data}
+		if n := headerSize(b.hdr); n > maxCarriedHeader {
+			s.m.rejected.WithLabelValues("uplink_invalid").Inc()
+			s.rejectLog.Info().Str("node", node).Str("job", job).Int("header_bytes", n).Msg("agent events refused: headers over 4 KiB")
+			return
+		}
 		select {
-		case s.carrier.in <- carriedBatch{node: node, job: job, data: m.Data}:
+		case s.carrier.in <- b:
 		case <-s.runCtx.Done():
 		}
 		return
@@ -98,17 +103,29 @@ func (s *Service) onAgentEvents(m *nats.Msg, node string) {
 // job, node and residents headers, then hdrVia naming node and, when
 // agents may speak for resident jobs, hdrResidents.
 func carriedHeader(h nats.Header, node string, residents bool) nats.Header {
-	out := nats.Header{}
-	for k, v := range h {
-		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || strings.EqualFold(k, hdrVia) ||
-			strings.EqualFold(k, protocol.HdrJob) || strings.EqualFold(k, hdrResidents) {
-			continue
-		}
-		out[k] = v
+	out := keptHeader(h)
+	if out == nil {
+		out = nats.Header{}
 	}
 	out[hdrVia] = []string{node}
 	if residents {
 		out[hdrResidents] = []string{"1"}
+	}
+	return out
+}
+
+// keptHeader is an agent's batch's own headers, as a job's own batch keeps
+// its, less the reserved ones (reservedHeader); nil when none is left.
+func keptHeader(h nats.Header) nats.Header {
+	var out nats.Header
+	for k, v := range h {
+		if reservedHeader(k) {
+			continue
+		}
+		if out == nil {
+			out = nats.Header{}
+		}
+		out[k] = v
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/policy"
@@ -114,6 +115,28 @@ func TestCoordinator_GCHoldIsOnUnlessTurnedOff(t *testing.T) {
 		if cfg.KeepGCPercent != c.keep {
 			t.Errorf("%v: KeepGCPercent %v, want %v", c.args, cfg.KeepGCPercent, c.keep)
 		}
+	}
+}
+
+// TestCoordinator_CarryWindowIsAMillisecondUnlessSet: --carry-window sets
+// how long carried batches gather into one log record; 0 and negative
+// windows append each batch alone, and one over 100ms is refused.
+func TestCoordinator_CarryWindowIsAMillisecondUnlessSet(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, time.Millisecond}, {[]string{"--carry-window", "5ms"}, 5 * time.Millisecond},
+		{[]string{"--carry-window", "0"}, -1}, {[]string{"--carry-window", "-1ms"}, -time.Millisecond}} {
+		cfg, err := coordinatorConfig(t, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.CarryWindow != c.want {
+			t.Errorf("%v: CarryWindow %v, want %v", c.args, cfg.CarryWindow, c.want)
+		}
+	}
+	if _, err := coordinatorConfig(t, "--carry-window", "1s"); err == nil || !strings.Contains(err.Error(), "carry window") {
+		t.Errorf("--carry-window 1s: %v, want an error naming the carry window", err)
 	}
 }
 
