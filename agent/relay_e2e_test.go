@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shockwave-sched/shockwave/coordinator"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -58,6 +59,15 @@ func watchLeases(t *testing.T, c *cluster) *leaseWatch {
 			} else {
 				w.direct++
 			}
+			w.mu.Unlock()
+		}},
+		{coordinator.CarriedSubject(c.subj.Prefix), func(m *nats.Msg) { // several batches to a record
+			jobs, err := coordinator.CarriedJobs(m.Data)
+			if err != nil {
+				t.Errorf("a carried record: %v", err)
+			}
+			w.mu.Lock()
+			w.carried += len(jobs)
 			w.mu.Unlock()
 		}},
 		{c.subj.Prefix + ".job.*.lease", func(m *nats.Msg) {

@@ -195,6 +195,21 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 	return out, nil
 }
 
+// CarriedSubject is the subject of carried records in the log of prefix;
+// CarriedJobs names the job of each batch in one, in order. Both are for
+// tools and tests that read the log.
+func CarriedSubject(prefix string) string { return prefix + "." + logCarried }
+
+// CarriedJobs: see CarriedSubject.
+func CarriedJobs(data []byte) ([]string, error) {
+	bs, err := decodeCarried(data, 0)
+	jobs := make([]string, len(bs))
+	for i, b := range bs {
+		jobs[i] = b.job
+	}
+	return jobs, err
+}
+
 // head is the first byte of data, or "none".
 func head(data []byte) any {
 	if len(data) == 0 {
