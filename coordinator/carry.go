@@ -218,6 +218,24 @@ func head(data []byte) any {
 	return data[0]
 }
 
+// carriedRecord folds the records a carried record holds, in order; each
+// record and its outcome is in the outcome's held list, for the service
+// to act on as it would on a held record (Service.handle). A damaged
+// carried record is refused whole.
+func (f *fold) carriedRecord(r record) outcome {
+	o := outcome{kind: kindCarried}
+	recs, err := f.unpack(r)
+	if err != nil {
+		o.reject("bad_carried", err)
+		return o
+	}
+	o.held = make([]heldOutcome, len(recs))
+	for i, rec := range recs {
+		o.held[i] = heldOutcome{r: rec, o: f.apply(rec)}
+	}
+	return o
+}
+
 // unpack turns a carried record into the records its batches would have
 // been on their own: each on its job's events subject, marked with the
 // node that carried it, at the carried record's place in the log. The

@@ -198,6 +198,14 @@ func TestCarry_AgentsBatchesShareLogRecordsAndFoldAsTheirOwnWould(t *testing.T) 
 		t.Errorf("the log holds %d of a's batches on its own subject and carried records of %v batches; want none, %d batches in all, some together", own, sizes, 2*n+1)
 	}
 
+	// A fold of the raw log, records as they are, reaches the same state.
+	coord := e.coordClient()
+	st, ref, _ := liveReference(t, coord, e.subj.Prefix, func() *protocol.StatusReply { return status(t, coord, e.subj) })
+	for i := range st.Jobs {
+		st.Jobs[i].Leases = "" // the service's, not the fold's: who delivers the job's leases
+	}
+	sameState(t, st, ref)
+
 	e.stopService()
 	e.startService()
 	eventually(t, 10*time.Second, "the restarted coordinator replays the carried records", func() bool {

@@ -75,6 +75,7 @@ const (
 	kindConfig   = "config"
 	kindLeader   = "leader"
 	kindUnknown  = "unknown"
+	kindCarried  = "carried" // the agents' batches, several to a record (carry.go)
 )
 
 // outcome is what folding one record produced. The live service publishes
@@ -91,7 +92,7 @@ type outcome struct {
 	solve    time.Duration           // plan: how long the policy's solve took
 	admitted time.Duration           // plan: how much of it the held calls and admissions took
 	began    time.Time               // plan: when the solve's goroutine started
-	held     []heldOutcome           // plan: records held while the round was open, folded after it
+	held     []heldOutcome           // plan: records held while the round was open, folded after it; carried: the batches
 	exits    []protocol.Lease        // EXIT leases returned by events
 	leader   *leaderRecord           // leader: the record
 	// Records of agents and submissions (runner.go): the reply to send, and
@@ -184,15 +185,7 @@ func (f *fold) apply(r record) outcome {
 	case r.Subject == f.subj.Prefix+"."+logCluster:
 		return f.resize(r)
 	case r.Subject == f.subj.Prefix+"."+logCarried:
-		// Only a damaged one reaches here: the service folds the records
-		// of a sound one instead (Service.handle).
-		o := outcome{kind: kindUnknown}
-		_, err := f.unpack(r)
-		if err == nil {
-			err = errors.New("coordinator: a carried record folded whole")
-		}
-		o.reject("bad_carried", err)
-		return o
+		return f.carriedRecord(r)
 	}
 	if o, ok := f.applyRunner(r); ok {
 		return o

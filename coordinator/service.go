@@ -438,15 +438,6 @@ func (s *Service) handle(r record) string {
 	if !s.live && s.behind(r) { // catchup.go
 		return "skipped"
 	}
-	if r.Subject == s.subj.Prefix+"."+logCarried {
-		recs, err := s.fold.unpack(r)
-		if err == nil {
-			return s.handleCarried(r, recs)
-		}
-		if s.live {
-			s.m.rejected.WithLabelValues("bad_carried").Inc()
-		}
-	}
 	o := s.fold.apply(r)
 	s.seq.Store(r.Seq)
 	s.after(r, &o, false)
@@ -455,21 +446,6 @@ func (s *Service) handle(r record) string {
 		s.after(h.r, &h.o, true)
 	}
 	return o.kind
-}
-
-// handleCarried folds the records a carried record holds (carry.go) in
-// order, then checks the carried record as one while replaying.
-func (s *Service) handleCarried(r record, recs []record) string {
-	for i := range recs {
-		o := s.fold.apply(recs[i])
-		s.after(recs[i], &o, true)
-	}
-	s.seq.Store(r.Seq)
-	if !s.live {
-		s.checkRecord(r)
-		s.verify(r)
-	}
-	return kindEvents
 }
 
 // after does what a folded record asks for: checks while replaying,
@@ -530,6 +506,11 @@ func (s *Service) after(r record, o *outcome, held bool) {
 		}
 	case kindSubmit, kindCancel, kindNode, kindReport:
 		s.afterRunnerRecord(o)
+	case kindCarried: // its batches follow as held records (carry.go)
+		if o.err != nil {
+			s.m.rejected.WithLabelValues("bad_carried").Inc()
+			s.log.Warn().Err(o.err).Uint64("seq", r.Seq).Msg("carried record refused")
+		}
 	case kindHeld:
 	default:
 		if o.err != nil {
