@@ -44,8 +44,11 @@ const maxCarried = 512
 // defaultCarryWindow is ServiceConfig.CarryWindow's default.
 const defaultCarryWindow = time.Millisecond
 
-// maxCarriedHeader bounds the headers of one carried batch, encoded.
-const maxCarriedHeader = 4096
+// maxCarriedHeader bounds the headers of one carried batch. With a batch
+// of up to MaxMessageBytes, node and job names of up to 256 bytes and the
+// framing, a record of one batch still fits the log's message limit
+// (MaxMessageBytes + 4 KiB, persist.go).
+const maxCarriedHeader = 2048
 
 // carriedBatch is one batch an agent carried, with the agent's own
 // headers (keptHeader; nil when none).

@@ -58,7 +58,7 @@ func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
 		{"a bad job", "batch 0", encodeCarried(carriedBatch{"n0", "../a", nil, nil})},
 		{"a reserved header", `batch 0: header "Shockwave-Via" may not be carried`, encodeCarried(carriedBatch{"n0", "a", nats.Header{hdrVia: {"n1"}}, nil})},
 		{"a NATS header", `batch 0: header "Nats-Msg-Id" may not be carried`, encodeCarried(carriedBatch{"n0", "a", nats.Header{"Nats-Msg-Id": {"x"}}, nil})},
-		{"headers too large", "batch 0: its headers exceed 4096 bytes", encodeCarried(carriedBatch{"n0", "a", nats.Header{"K": {strings.Repeat("v", 4000), strings.Repeat("w", 200)}}, nil})},
+		{"headers too large", "batch 0: its headers exceed 2048 bytes", encodeCarried(carriedBatch{"n0", "a", nats.Header{"K": {strings.Repeat("v", 2000), strings.Repeat("w", 200)}}, nil})},
 		{"too many", "more than 512 batches", encodeCarried(many...)},
 	} {
 		limit := 1024
@@ -197,6 +197,18 @@ func TestCarry_AgentsBatchesShareLogRecordsAndFoldAsTheirOwnWould(t *testing.T) 
 	if own != 0 || total != 2*n+1 || most < 2 {
 		t.Errorf("the log holds %d of a's batches on its own subject and carried records of %v batches; want none, %d batches in all, some together", own, sizes, 2*n+1)
 	}
+
+	// Headers too large for a carried record: refused before the log.
+	big := nats.NewMsg(e.subj.AgentEvents(onA))
+	big.Header.Set(protocol.HdrJob, "a")
+	big.Header.Set("X-Trace", strings.Repeat("x", maxCarriedHeader))
+	ev := progress(n+1, 10, 10*(n+1), 1)
+	ev.V, ev.Job = protocol.Version, "a"
+	big.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: "a", Events: []protocol.Event{ev}})
+	if err := nc.PublishMsg(big); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the batch with large headers refused", func() bool { return rejectedAs(t, e, "uplink_invalid") == 1 })
 
 	// A fold of the raw log, records as they are, reaches the same state.
 	coord := e.coordClient()

@@ -82,7 +82,7 @@ func (s *Service) onAgentEvents(m *nats.Msg, node string) {
 		b := carriedBatch{node: node, job: job, hdr: keptHeader(m.Header), data: m.Data}
 		if n := headerSize(b.hdr); n > maxCarriedHeader {
 			s.m.rejected.WithLabelValues("uplink_invalid").Inc()
-			s.rejectLog.Info().Str("node", node).Str("job", job).Int("header_bytes", n).Msg("agent events refused: headers over 4 KiB")
+			s.rejectLog.Info().Str("node", node).Str("job", job).Int("header_bytes", n).Int("limit", maxCarriedHeader).Msg("agent events refused: headers over the carried limit")
 			return
 		}
 		select {
