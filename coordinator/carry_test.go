@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 func encodeCarried(bs ...carriedBatch) []byte {
@@ -275,4 +276,87 @@ func TestCarry_ADamagedCarriedRecordIsRefusedWholeAndChangesNothing(t *testing.T
 	if r, _ := jobRow(status(t, e.client(), e.subj), "a"); r.LastSeq != 2 || r.StepsDone != 20 {
 		t.Errorf("after a restart: %+v, want seq 2, 20 steps", r)
 	}
+}
+
+// FuzzFold_ACarriedRecordFoldsAsItsBatchesWouldAlone: a carried record of
+// arbitrary bytes, folded whole, leaves the same state as its batches
+// folded one by one as the single records an agent's batches were before
+// (on the job's events subject, hdrVia naming the node); a record that
+// does not decode is refused and changes nothing.
+func FuzzFold_ACarriedRecordFoldsAsItsBatchesWouldAlone(f *testing.F) {
+	batchOf := func(job string, seq uint64) []byte {
+		ev := progress(seq, 10, int64(10*seq), 1)
+		ev.V, ev.Job = protocol.Version, job
+		b, _ := json.Marshal(protocol.Batch{V: protocol.Version, Job: job, Events: []protocol.Event{ev}})
+		return b
+	}
+	batch, later := batchOf("a", 1), batchOf("a", 2)
+	f.Add(encodeCarried(carriedBatch{"n0", "a", nil, batch}, carriedBatch{"n0", "a", nil, later}), true)
+	f.Add(encodeCarried(carriedBatch{"n0", "a", nats.Header{"K": {"v"}}, batch}, carriedBatch{"n1", "b", nil, later}), false)
+	f.Add([]byte{carriedVersion, 1}, true)
+	f.Add(encodeCarried(carriedBatch{"n0", "r", nil, batchOf("r", 1)}, carriedBatch{"n1", "r", nil, batchOf("r", 2)},
+		carriedBatch{"n0", "a", nil, batch}, carriedBatch{"n0", "r", nil, batchOf("r", 3)}), true)
+	resident := newJob("r", 1)
+	resident.Node = "n0"
+	reg, _ := json.Marshal(resident)
+	f.Fuzz(func(t *testing.T, data []byte, residents bool) {
+		whole, apart := carryFold(t), carryFold(t)
+		for _, fl := range []*fold{whole, apart} { // r: a job resident on n0
+			h := nats.Header{hdrVia: {"n0"}, hdrResidents: {"1"}}
+			if o := fl.apply(record{Seq: 4, Time: time.Unix(1000, 0), Subject: "shockwave." + logRegister, Header: h, Data: reg}); o.err != nil {
+				t.Fatalf("registering r: %v", o.err)
+			}
+		}
+		before, _, _ := digest(whole.core)
+		hdr := nats.Header{}
+		if residents {
+			hdr.Set(hdrResidents, "1")
+		}
+		o := whole.apply(record{Seq: 5, Time: time.Unix(1000, 0), Subject: "shockwave." + logCarried, Header: hdr, Data: data})
+		got, _, _ := digest(whole.core)
+		bs, err := decodeCarried(data, 4096)
+		if err != nil {
+			if o.err == nil || got != before {
+				t.Fatalf("a damaged carried record (%v) was not refused, or changed the state: %+v", err, o)
+			}
+			return
+		}
+		if len(o.held) != len(bs) {
+			t.Fatalf("%d outcomes for %d batches", len(o.held), len(bs))
+		}
+		accepted := 0
+		for _, h := range o.held {
+			accepted += h.o.accepted
+		}
+		for _, b := range bs {
+			h := carriedHeader(b.hdr, b.node, residents)
+			apart.apply(record{Seq: 5, Time: time.Unix(1000, 0), Subject: apart.subj.Events(b.job), Header: h, Data: b.data})
+		}
+		if want, _, _ := digest(apart.core); got != want {
+			t.Fatalf("folded whole: state %s; its batches alone: %s", got, want)
+		}
+		if accepted > 0 && got == before {
+			t.Fatalf("%d events accepted and the state unchanged", accepted)
+		}
+	})
+}
+
+// carryFold is fuzzFold's on a cluster of two nodes, n0 and n1.
+func carryFold(t *testing.T) *fold {
+	fl := newFold(protocol.Subjects{Prefix: "shockwave"}, 4096)
+	cluster := &topology.Cluster{Nodes: []topology.Node{{Name: "n0", GPUs: 1}, {Name: "n1", GPUs: 1}}}
+	cfg, _ := json.Marshal(configRecord{V: 1, GPUs: 2, Cluster: cluster, RoundSeconds: 10, JobTimeout: 30, LeaseGrace: 1, Policy: "gandiva_fair"})
+	reg, _ := json.Marshal(newJob("a", 1))
+	tick, _ := json.Marshal(tickRecord{V: 1, Round: 0})
+	for i, r := range []record{
+		{Subject: "shockwave.log.config", Data: cfg},
+		{Subject: "shockwave.log.register", Data: reg},
+		{Subject: "shockwave.log.tick", Data: tick},
+	} {
+		r.Seq, r.Time, r.Header = uint64(i+1), time.Unix(1000, 0), nats.Header{}
+		if o := fl.apply(r); o.err != nil {
+			t.Fatalf("setup record %d: %v", i, o.err)
+		}
+	}
+	return fl
 }
