@@ -136,12 +136,7 @@ func TestCarry_AgentsBatchesShareLogRecordsAndFoldAsTheirOwnWould(t *testing.T) 
 		}
 	})
 	nc := e.client()
-	agents := map[string]*relayAgent{
-		"n0": joinRelayAgent(t, e, nc, "n0", 1, true),
-		"n1": joinRelayAgent(t, e, nc, "n1", 1, true),
-	}
-	submitRelayJob(t, e, nc, "a")
-	submitRelayJob(t, e, nc, "b")
+	agents := twoRelayAgents(t, e, nc, "a", "b")
 	onA, offA := placedNode(t, "a", agents)
 	onB, _ := placedNode(t, "b", agents)
 	for job, node := range map[string]string{"a": onA, "b": onB} {
@@ -343,20 +338,5 @@ func FuzzFold_ACarriedRecordFoldsAsItsBatchesWouldAlone(f *testing.F) {
 
 // carryFold is fuzzFold's on a cluster of two nodes, n0 and n1.
 func carryFold(t *testing.T) *fold {
-	fl := newFold(protocol.Subjects{Prefix: "shockwave"}, 4096)
-	cluster := &topology.Cluster{Nodes: []topology.Node{{Name: "n0", GPUs: 1}, {Name: "n1", GPUs: 1}}}
-	cfg, _ := json.Marshal(configRecord{V: 1, GPUs: 2, Cluster: cluster, RoundSeconds: 10, JobTimeout: 30, LeaseGrace: 1, Policy: "gandiva_fair"})
-	reg, _ := json.Marshal(newJob("a", 1))
-	tick, _ := json.Marshal(tickRecord{V: 1, Round: 0})
-	for i, r := range []record{
-		{Subject: "shockwave.log.config", Data: cfg},
-		{Subject: "shockwave.log.register", Data: reg},
-		{Subject: "shockwave.log.tick", Data: tick},
-	} {
-		r.Seq, r.Time, r.Header = uint64(i+1), time.Unix(1000, 0), nats.Header{}
-		if o := fl.apply(r); o.err != nil {
-			t.Fatalf("setup record %d: %v", i, o.err)
-		}
-	}
-	return fl
+	return foldOn(t, &topology.Cluster{Nodes: []topology.Node{{Name: "n0", GPUs: 1}, {Name: "n1", GPUs: 1}}})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/topology"
 )
 
 // The coordinator's own decoders — log records and the requester identity
@@ -92,9 +93,12 @@ func FuzzFold_RejectedMessagesChangeNothing(f *testing.F) {
 }
 
 // fuzzFold is a fold with one admitted job "a" on 2 GPUs.
-func fuzzFold(t *testing.T) *fold {
+func fuzzFold(t *testing.T) *fold { return foldOn(t, nil) }
+
+// foldOn is fuzzFold's on the given cluster of 2 GPUs (nil: a flat pool).
+func foldOn(t *testing.T, cluster *topology.Cluster) *fold {
 	fl := newFold(protocol.Subjects{Prefix: "shockwave"}, 4096)
-	cfg, _ := json.Marshal(configRecord{V: 1, GPUs: 2, RoundSeconds: 10, JobTimeout: 30, LeaseGrace: 1, Policy: "gandiva_fair"})
+	cfg, _ := json.Marshal(configRecord{V: 1, GPUs: 2, Cluster: cluster, RoundSeconds: 10, JobTimeout: 30, LeaseGrace: 1, Policy: "gandiva_fair"})
 	reg, _ := json.Marshal(newJob("a", 1))
 	tick, _ := json.Marshal(tickRecord{V: 1, Round: 0})
 	for i, r := range []record{

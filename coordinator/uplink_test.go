@@ -65,6 +65,20 @@ func placedNode(t *testing.T, job string, agents map[string]*relayAgent) (on, of
 	return on, off
 }
 
+// twoRelayAgents joins relaying agents of one GPU on n0 and n1 and
+// submits jobs.
+func twoRelayAgents(t *testing.T, e *env, nc *nats.Conn, jobs ...string) map[string]*relayAgent {
+	t.Helper()
+	agents := map[string]*relayAgent{
+		"n0": joinRelayAgent(t, e, nc, "n0", 1, true),
+		"n1": joinRelayAgent(t, e, nc, "n1", 1, true),
+	}
+	for _, j := range jobs {
+		submitRelayJob(t, e, nc, j)
+	}
+	return agents
+}
+
 func rejectedAs(t *testing.T, e *env, reason string) float64 {
 	return counterValue(t, e.reg, "shockwave_events_rejected_total", "reason", reason)
 }
@@ -79,12 +93,7 @@ func rejectedAs(t *testing.T, e *env, reason string) float64 {
 func TestUplink_AnAgentCarriesTheRegistrationAndEventsOfTheJobsItRunsOnly(t *testing.T) {
 	e := newEnv(t, 0, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Core.Dynamic = true; s.Policy = "shockwave" })
 	nc := e.client()
-	agents := map[string]*relayAgent{
-		"n0": joinRelayAgent(t, e, nc, "n0", 1, true),
-		"n1": joinRelayAgent(t, e, nc, "n1", 1, true),
-	}
-	submitRelayJob(t, e, nc, "a")
-	submitRelayJob(t, e, nc, "b")
+	agents := twoRelayAgents(t, e, nc, "a", "b")
 	on, off := placedNode(t, "a", agents)
 
 	reg := newJob("a", 1)
