@@ -350,8 +350,12 @@ func startChildCoordinator(t *testing.T, dir, listen string, logs *lockedBuffer,
 
 func childConfig() ServiceConfig {
 	l := newStderrLogger()
-	return ServiceConfig{Core: Config{GPUs: 2, RoundSeconds: testRound, JobTimeoutSeconds: 60},
+	cfg := ServiceConfig{Core: Config{GPUs: 2, RoundSeconds: testRound, JobTimeoutSeconds: 60},
 		Policy: "shockwave", Logger: &l, SnapshotRounds: 4} // the reference then spans several rounds
+	if os.Getenv("SHOCKWAVE_FAILOVER_AGENTS") != "" { // nodes join as agents, which carry their residents
+		cfg.Core.GPUs, cfg.Core.Dynamic, cfg.AgentsCarryResidents = 0, true, true
+	}
+	return cfg
 }
 
 func TestDurability_KillNineAtAnyMomentLosesNothingAndChangesNoPlan(t *testing.T) {

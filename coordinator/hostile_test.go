@@ -20,11 +20,17 @@ import (
 // rights.
 func logRecords(t *testing.T, e *env) []*jetstream.RawStreamMsg {
 	t.Helper()
-	js, err := jetstream.New(e.coordClient())
+	return logRecordsOf(t, e.coordClient(), e.subj.Prefix)
+}
+
+// logRecordsOf reads the log of prefix through nc (coordinator rights).
+func logRecordsOf(t *testing.T, nc *nats.Conn, prefix string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, _ := streamNames(e.subj.Prefix)
+	name, _ := streamNames(prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, name)
