@@ -119,19 +119,20 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 		return nil, fmt.Errorf("%w: version %v, want %d", errCarried, head(data), carriedVersion)
 	}
 	rest := data[1:]
-	field := func(i int, what string, most int) (string, []byte, error) {
+	// field takes the next length-prefixed field; the batch is not copied.
+	field := func(i int, what string, most int) ([]byte, error) {
 		n, k := binary.Uvarint(rest)
 		switch {
 		case k <= 0:
-			return "", nil, fmt.Errorf("%w: batch %d: bad length of its %s", errCarried, i, what)
+			return nil, fmt.Errorf("%w: batch %d: bad length of its %s", errCarried, i, what)
 		case most > 0 && n > uint64(most):
-			return "", nil, fmt.Errorf("%w: batch %d: its %s has %d bytes, more than %d", errCarried, i, what, n, most)
+			return nil, fmt.Errorf("%w: batch %d: its %s has %d bytes, more than %d", errCarried, i, what, n, most)
 		case n > uint64(len(rest)-k):
-			return "", nil, fmt.Errorf("%w: batch %d: its %s is cut short", errCarried, i, what)
+			return nil, fmt.Errorf("%w: batch %d: its %s is cut short", errCarried, i, what)
 		}
 		b := rest[k : k+int(n)]
 		rest = rest[k+int(n):]
-		return string(b), b, nil
+		return b, nil
 	}
 	header := func(i int) (nats.Header, error) {
 		n, k := binary.Uvarint(rest)
@@ -142,14 +143,15 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 		var h nats.Header
 		size := 0
 		for range n {
-			key, _, err := field(i, "header key", 256)
+			keyb, err := field(i, "header key", 256)
 			if err != nil {
 				return nil, err
 			}
-			v, _, err := field(i, "header value", maxCarriedHeader)
+			vb, err := field(i, "header value", maxCarriedHeader)
 			if err != nil {
 				return nil, err
 			}
+			key, v := string(keyb), string(vb)
 			if size += len(key) + len(v); size > maxCarriedHeader {
 				return nil, fmt.Errorf("%w: batch %d: its headers exceed %d bytes", errCarried, i, maxCarriedHeader)
 			}
@@ -168,17 +170,19 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 		if i == maxCarried {
 			return nil, fmt.Errorf("%w: more than %d batches", errCarried, maxCarried)
 		}
-		node, _, err := field(i, "node", 256)
+		nodeb, err := field(i, "node", 256)
 		if err != nil {
 			return nil, err
 		}
+		node := string(nodeb)
 		if err := protocol.ValidateNodeName("carried record", "node", node); err != nil {
 			return nil, fmt.Errorf("%w: batch %d: %w", errCarried, i, err)
 		}
-		job, _, err := field(i, "job", 256)
+		jobb, err := field(i, "job", 256)
 		if err != nil {
 			return nil, err
 		}
+		job := string(jobb)
 		if err := protocol.ValidateJobID("carried record", job); err != nil {
 			return nil, fmt.Errorf("%w: batch %d: %w", errCarried, i, err)
 		}
@@ -186,7 +190,7 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, data, err := field(i, "batch", limit)
+		data, err := field(i, "batch", limit)
 		if err != nil {
 			return nil, err
 		}
