@@ -41,8 +41,12 @@ const carriedVersion = 1
 // refused before it was carried).
 const maxCarried = 512
 
-// defaultCarryWindow is ServiceConfig.CarryWindow's default.
-const defaultCarryWindow = time.Millisecond
+// defaultCarryWindow is ServiceConfig.CarryWindow's default, and
+// MaxCarryWindow its largest value.
+const (
+	defaultCarryWindow = time.Millisecond
+	MaxCarryWindow     = 100 * time.Millisecond
+)
 
 // maxCarriedHeader bounds the headers of one carried batch. With a batch
 // of up to MaxMessageBytes, node and job names of up to 256 bytes and the

@@ -156,8 +156,8 @@ func (c *ServiceConfig) validate() error {
 	if c.CarryWindow == 0 {
 		c.CarryWindow = defaultCarryWindow
 	}
-	if c.CarryWindow > 100*time.Millisecond {
-		return fmt.Errorf("coordinator: carry window %v is longer than 100ms", c.CarryWindow)
+	if c.CarryWindow > MaxCarryWindow {
+		return fmt.Errorf("coordinator: carry window %v is longer than %v", c.CarryWindow, MaxCarryWindow)
 	}
 	if c.LeaseConns == 0 {
 		c.LeaseConns = DefaultLeaseConns

@@ -244,8 +244,8 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	cfg.AgentsCarryResidents = mode != coordinator.AuthCreds && f.authority == "" && f.natsCreds == ""
 	cfg.KeepGCPercent = !f.gcHold
 	cfg.CarryWindow = f.carryWindow
-	if f.carryWindow > 100*time.Millisecond {
-		return cfg, "", fmt.Errorf("--carry-window %v: the carry window may be at most 100ms", f.carryWindow)
+	if f.carryWindow > coordinator.MaxCarryWindow {
+		return cfg, "", fmt.Errorf("--carry-window %v: the carry window may be at most %v", f.carryWindow, coordinator.MaxCarryWindow)
 	}
 	if f.carryWindow == 0 {
 		cfg.CarryWindow = -1 // 0 would mean the default
