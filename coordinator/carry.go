@@ -122,28 +122,14 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 	if len(data) == 0 || data[0] != carriedVersion {
 		return nil, fmt.Errorf("%w: version %v, want %d", errCarried, head(data), carriedVersion)
 	}
-	rest := data[1:]
-	// field takes the next length-prefixed field; the batch is not copied.
-	field := func(i int, what string, most int) ([]byte, error) {
-		n, k := binary.Uvarint(rest)
-		switch {
-		case k <= 0:
-			return nil, fmt.Errorf("%w: batch %d: bad length of its %s", errCarried, i, what)
-		case most > 0 && n > uint64(most):
-			return nil, fmt.Errorf("%w: batch %d: its %s has %d bytes, more than %d", errCarried, i, what, n, most)
-		case n > uint64(len(rest)-k):
-			return nil, fmt.Errorf("%w: batch %d: its %s is cut short", errCarried, i, what)
-		}
-		b := rest[k : k+int(n)]
-		rest = rest[k+int(n):]
-		return b, nil
-	}
+	rd := &fieldReader{rest: data[1:], item: "batch"}
+	field := rd.field
 	header := func(i int) (nats.Header, error) {
-		n, k := binary.Uvarint(rest)
+		n, k := binary.Uvarint(rd.rest)
 		if k <= 0 || n > maxCarriedHeader/2 {
 			return nil, fmt.Errorf("%w: batch %d: bad count of its headers", errCarried, i)
 		}
-		rest = rest[k:]
+		rd.rest = rd.rest[k:]
 		var h nats.Header
 		size := 0
 		for range n {
@@ -170,7 +156,7 @@ func decodeCarried(data []byte, limit int) ([]carriedBatch, error) {
 		return h, nil
 	}
 	var out []carriedBatch
-	for i := 0; len(rest) > 0; i++ {
+	for i := 0; len(rd.rest) > 0; i++ {
 		if i == maxCarried {
 			return nil, fmt.Errorf("%w: more than %d batches", errCarried, maxCarried)
 		}
@@ -221,6 +207,30 @@ func CarriedJobs(data []byte) ([]string, error) {
 	return jobs, err
 }
 
+// fieldReader takes a carried record's length-prefixed fields in turn;
+// a field is a slice of the record, not a copy.
+type fieldReader struct {
+	rest []byte
+	item string // what the record holds: "batch", "registration"
+}
+
+// field takes the next field: the what of item i, of at most most bytes
+// (0: any).
+func (rd *fieldReader) field(i int, what string, most int) ([]byte, error) {
+	n, k := binary.Uvarint(rd.rest)
+	switch {
+	case k <= 0:
+		return nil, fmt.Errorf("%w: %s %d: bad length of its %s", errCarried, rd.item, i, what)
+	case most > 0 && n > uint64(most):
+		return nil, fmt.Errorf("%w: %s %d: its %s has %d bytes, more than %d", errCarried, rd.item, i, what, n, most)
+	case n > uint64(len(rd.rest)-k):
+		return nil, fmt.Errorf("%w: %s %d: its %s is cut short", errCarried, rd.item, i, what)
+	}
+	b := rd.rest[k : k+int(n)]
+	rd.rest = rd.rest[k+int(n):]
+	return b, nil
+}
+
 // head is the first byte of data, or "none".
 func head(data []byte) any {
 	if len(data) == 0 {
@@ -252,8 +262,11 @@ func (f *fold) carriedRecord(r record) outcome {
 // node that carried it, at the carried record's place in the log. The
 // service's reader has usually done it already (r.carried).
 func (f *fold) unpack(r record) ([]record, error) {
-	if r.carried != nil || r.decErr != nil {
+	switch {
+	case r.carried != nil || r.decErr != nil:
 		return r.carried, r.decErr
+	case r.Subject == f.subj.Prefix+"."+logRegisters:
+		return unpackRegisters(r, f.subj, f.limit)
 	}
 	return unpackCarried(r, f.subj, f.limit)
 }
@@ -292,42 +305,56 @@ func newCarrier(window time.Duration, limit int) *carrier {
 // carry gathers and appends until ctx ends, then appends what it holds.
 func (s *Service) carry(ctx context.Context, c *carrier) {
 	buf := []byte{carriedVersion}
-	n := 0
 	var hdr nats.Header
 	if s.cfg.AgentsCarryResidents {
 		hdr = nats.Header{hdrResidents: []string{"1"}}
 	}
+	gather(ctx, c.in, c.window,
+		func(b carriedBatch, n int) bool { return n == 0 || len(buf)+carriedSize(b) <= max(c.limit, 1) },
+		func(b carriedBatch) { buf = appendCarried(buf, b) },
+		func(n int) {
+			s.m.carried.Observe(float64(n))
+			if err := s.nc.PublishMsg(&nats.Msg{Subject: s.subj.Prefix + "." + logCarried, Header: hdr, Data: buf}); err != nil {
+				s.log.Debug().Err(err).Int("batches", n).Msg("cannot append carried batches")
+			}
+			buf = buf[:1] // PublishMsg copied the data
+		})
+}
+
+// gather collects the items of in into records until ctx ends: add puts
+// an item in the record being gathered, which flush appends (n: its
+// items) once window has passed since its first item, once it holds
+// maxCarried, before an item that does not fit it (fits, given the items
+// it holds) and when ctx ends.
+func gather[T any](ctx context.Context, in <-chan T, window time.Duration, fits func(T, int) bool, add func(T), flush func(n int)) {
+	n := 0
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	flush := func() {
+	end := func() {
 		timer.Stop()
-		if n == 0 {
-			return
+		if n > 0 {
+			flush(n)
+			n = 0
 		}
-		s.m.carried.Observe(float64(n))
-		if err := s.nc.PublishMsg(&nats.Msg{Subject: s.subj.Prefix + "." + logCarried, Header: hdr, Data: buf}); err != nil {
-			s.log.Debug().Err(err).Int("batches", n).Msg("cannot append carried batches")
-		}
-		buf, n = buf[:1], 0 // PublishMsg copied the data
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			flush()
+			end()
 			return
 		case <-timer.C:
-			flush()
-		case b := <-c.in:
-			if len(buf)+carriedSize(b) > max(c.limit, 1) {
-				flush()
+			end()
+		case it := <-in:
+			if !fits(it, n) {
+				end()
 			}
-			buf = appendCarried(buf, b)
+			add(it)
 			if n++; n == 1 {
-				timer.Reset(c.window)
+				timer.Reset(window)
 			}
 			if n == maxCarried {
-				flush()
+				end()
 			}
 		}
 	}

@@ -184,7 +184,7 @@ func (f *fold) apply(r record) outcome {
 		return f.leader(r)
 	case r.Subject == f.subj.Prefix+"."+logCluster:
 		return f.resize(r)
-	case r.Subject == f.subj.Prefix+"."+logCarried:
+	case r.Subject == f.subj.Prefix+"."+logCarried, r.Subject == f.subj.Prefix+"."+logRegisters:
 		return f.carriedRecord(r)
 	}
 	if o, ok := f.applyRunner(r); ok {
@@ -241,7 +241,7 @@ func (f *fold) register(r record) outcome {
 			// when that agent carried the registration (its job socket).
 			_, submitted := f.run.subs[reg.Job]
 			was := f.relayedReg[reg.Job]
-			if reg.Relayed && (submitted || r.Header.Get(hdrVia) != "") {
+			if reg.Relayed && (submitted || r.viaNode() != "") {
 				f.relayedReg[reg.Job] = true
 			} else {
 				delete(f.relayedReg, reg.Job)
@@ -421,7 +421,8 @@ func (f *fold) plan(r record) outcome {
 // point of the open round), and leader records, which only raise the
 // epoch (a new leader must see its own record to close the round).
 func (f *fold) heldBack(r record) bool {
-	if r.Subject == f.subj.Prefix+"."+logLeader || r.Subject == f.subj.Prefix+"."+logPlan || r.Subject == f.subj.Prefix+"."+logCarried {
+	if r.Subject == f.subj.Prefix+"."+logLeader || r.Subject == f.subj.Prefix+"."+logPlan ||
+		r.Subject == f.subj.Prefix+"."+logCarried || r.Subject == f.subj.Prefix+"."+logRegisters { // their records are held one by one
 		return false
 	}
 	_, events := f.subj.EventsJob(r.Subject)

@@ -56,15 +56,7 @@ func (s *Service) onRegister(m *nats.Msg) {
 		fail(protocol.CodeRejected, reason, err)
 		return
 	}
-	hdr := nats.Header{}
-	hdr.Set(hdrReply, m.Reply)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.append(ctx, s.subj.Prefix+"."+logRegister, m.Data, hdr); err != nil {
-			fail(protocol.CodeUnavailable, "unavailable", err)
-		}
-	}()
+	s.carryRegistration(m, "", nats.Header{}, func(err error) { fail(protocol.CodeUnavailable, "unavailable", err) })
 }
 
 // answerRegister replies to a registration the loop folded.

@@ -127,6 +127,7 @@ func forgeries(e *env) map[string][]byte {
 		e.subj.Prefix + "." + logRegister:                         reg,
 		e.subj.Prefix + "." + logLeader:                           lead,
 		e.subj.Prefix + "." + logCarried:                          encodeCarried(carriedBatch{"n0", "forged", nil, []byte(`{"v":1,"job":"forged"}`)}),
+		e.subj.Prefix + "." + logRegisters:                        encodeRegisters(carriedRegistration{"", "_INBOX.forged", reg, nil}),
 		"$JS.API.STREAM.PURGE." + stream:                          []byte(`{}`),
 		"$JS.API.STREAM.DELETE." + stream:                         nil,
 		"$JS.API.STREAM.DELETE.KV_" + bucket:                      nil,

@@ -241,6 +241,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	if n, sum := histogramCount(t, svc.m.carried); n > 0 {
 		t.Logf("carried records: %d over the run, %.1f batches each", n, sum/float64(n))
 	}
+	if n, sum := histogramCount(t, svc.m.carriedRegistrations); n > 0 {
+		t.Logf("carried registrations: %d records, %.1f registrations each", n, sum/float64(n))
+	}
 	rss, peak = memory(t)
 	t.Logf("coordinator memory: RSS %d MiB, peak %d MiB; %s", rss>>20, peak>>20, memoryBreakdown())
 	if srv.pid != 0 {

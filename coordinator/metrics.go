@@ -21,25 +21,26 @@ type Metrics struct {
 	solve       prometheus.Histogram
 	tickToLease prometheus.Histogram
 	// roundsCollected counts rounds a collection completed in (gchold.go).
-	roundsCollected prometheus.Counter
-	granted         *prometheus.CounterVec
-	revoked         *prometheus.CounterVec
-	leasesCovered   prometheus.Counter
-	leasesRelayed   prometheus.Counter
-	leasesHeld      prometheus.Counter
-	accepted        prometheus.Counter
-	rejected        *prometheus.CounterVec
-	registrations   *prometheus.CounterVec
-	eventLag        prometheus.Histogram
-	rho             *prometheus.GaugeVec
-	forecast        *prometheus.GaugeVec
-	logSeq          prometheus.Gauge
-	replaySeconds   prometheus.Gauge
-	snapshotErrors  prometheus.Counter
-	logWrites       *prometheus.CounterVec
-	deposed         prometheus.Counter
-	loopStep        *prometheus.HistogramVec
-	carried         prometheus.Histogram // batches per carried record (carry.go)
+	roundsCollected      prometheus.Counter
+	granted              *prometheus.CounterVec
+	revoked              *prometheus.CounterVec
+	leasesCovered        prometheus.Counter
+	leasesRelayed        prometheus.Counter
+	leasesHeld           prometheus.Counter
+	accepted             prometheus.Counter
+	rejected             *prometheus.CounterVec
+	registrations        *prometheus.CounterVec
+	eventLag             prometheus.Histogram
+	rho                  *prometheus.GaugeVec
+	forecast             *prometheus.GaugeVec
+	logSeq               prometheus.Gauge
+	replaySeconds        prometheus.Gauge
+	snapshotErrors       prometheus.Counter
+	logWrites            *prometheus.CounterVec
+	deposed              prometheus.Counter
+	loopStep             *prometheus.HistogramVec
+	carried              prometheus.Histogram // batches per carried record (carry.go)
+	carriedRegistrations prometheus.Histogram // registrations per carried record (carryreg.go)
 	snapshotMetrics
 
 	labeled map[string]bool // jobs with per-job series
@@ -53,33 +54,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	lat := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	m := &Metrics{
-		jobs:            prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_jobs", Help: "Jobs by state."}, []string{"state"}),
-		rounds:          prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_rounds_total", Help: "Rounds scheduled."}),
-		roundErrors:     prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_round_errors_total", Help: "Round ticks that failed (policy errors)."}),
-		solve:           prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_solve_seconds", Help: "Time Core.Tick took: settling, the policy's allocation, placement.", Buckets: lat}),
-		tickToLease:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_tick_to_last_lease_seconds", Help: "From the round timer to the last lease of the round flushed to NATS.", Buckets: lat}),
-		roundsCollected: prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_rounds_collected_total", Help: "Rounds in which the Go collector completed a cycle between the round timer and the last lease flushed (with --gc-hold, none should)."}),
-		granted:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_granted_total", Help: "RUN leases published, by kind (new or extension)."}, []string{"kind"}),
-		revoked:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_revoked_total", Help: "SUSPEND and EXIT leases published, by reason (preempted, lost, exit, resent: a SUSPEND sent again to a job that reported progress without a grant)."}, []string{"reason"}),
-		leasesRelayed:   prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_relayed_total", Help: "RUN and SUSPEND leases of rounds not published because the agent of the job's node relays them (AgentHello.Relay)."}),
-		leasesHeld:      prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_held_total", Help: "RUN and SUSPEND leases of rounds not published because no process of the submitted job has registered yet (its registration's reply carries the current lease)."}),
-		leasesCovered:   prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_covered_total", Help: "RUN renewals not sent because the lease the job holds from an earlier round still covers the round (lease rounds above 1)."}),
-		accepted:        prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_events_accepted_total", Help: "Job events folded into the state."}),
-		rejected:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_events_rejected_total", Help: "Job events and event batches rejected, by reason."}, []string{"reason"}),
-		registrations:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_registrations_total", Help: "Registration requests, by result."}, []string{"result"}),
-		eventLag:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_event_apply_lag_seconds", Help: "From a batch's storage in the log to its events applied.", Buckets: lat}),
-		rho:             prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_job_rho", Help: "Projected finish-time fairness ρ of an active job (market policies)."}, []string{"job"}),
-		forecast:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_job_forecast_remaining_seconds", Help: "Forecast remaining run time of an active job (market policies)."}, []string{"job"}),
-		logSeq:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_log_sequence", Help: "Last log record folded into the state."}),
-		replaySeconds:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_replay_seconds", Help: "How long the replay of the log took at start."}),
-		snapshotErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_snapshot_errors_total", Help: "Snapshots that could not be written, or replays that disagreed with the stored snapshot."}),
-		logWrites:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_log_writes_total", Help: "Coordinator records written to the log, by result (ok, error, duplicate: another writer used the record's message id)."}, []string{"result"}),
-		deposed:         prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leader_deposed_total", Help: "Times this coordinator lost the leader lease while leading."}),
-		loopStep:        prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shockwave_loop_step_seconds", Help: "How long one step held the service loop (a log record folded and what it published, a status reply, a round's tick or close), by kind; events wait meanwhile.", Buckets: lat}, []string{"kind"}),
-		carried:         prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_carried_batches", Help: "Event batches per carried log record: the batches agents carry that the leader appends together (carry.go).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
-		labeled:         map[string]bool{},
+		jobs:                 prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_jobs", Help: "Jobs by state."}, []string{"state"}),
+		rounds:               prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_rounds_total", Help: "Rounds scheduled."}),
+		roundErrors:          prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_round_errors_total", Help: "Round ticks that failed (policy errors)."}),
+		solve:                prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_solve_seconds", Help: "Time Core.Tick took: settling, the policy's allocation, placement.", Buckets: lat}),
+		tickToLease:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_tick_to_last_lease_seconds", Help: "From the round timer to the last lease of the round flushed to NATS.", Buckets: lat}),
+		roundsCollected:      prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_rounds_collected_total", Help: "Rounds in which the Go collector completed a cycle between the round timer and the last lease flushed (with --gc-hold, none should)."}),
+		granted:              prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_granted_total", Help: "RUN leases published, by kind (new or extension)."}, []string{"kind"}),
+		revoked:              prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_leases_revoked_total", Help: "SUSPEND and EXIT leases published, by reason (preempted, lost, exit, resent: a SUSPEND sent again to a job that reported progress without a grant)."}, []string{"reason"}),
+		leasesRelayed:        prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_relayed_total", Help: "RUN and SUSPEND leases of rounds not published because the agent of the job's node relays them (AgentHello.Relay)."}),
+		leasesHeld:           prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_held_total", Help: "RUN and SUSPEND leases of rounds not published because no process of the submitted job has registered yet (its registration's reply carries the current lease)."}),
+		leasesCovered:        prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leases_covered_total", Help: "RUN renewals not sent because the lease the job holds from an earlier round still covers the round (lease rounds above 1)."}),
+		accepted:             prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_events_accepted_total", Help: "Job events folded into the state."}),
+		rejected:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_events_rejected_total", Help: "Job events and event batches rejected, by reason."}, []string{"reason"}),
+		registrations:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_registrations_total", Help: "Registration requests, by result."}, []string{"result"}),
+		eventLag:             prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_event_apply_lag_seconds", Help: "From a batch's storage in the log to its events applied.", Buckets: lat}),
+		rho:                  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_job_rho", Help: "Projected finish-time fairness ρ of an active job (market policies)."}, []string{"job"}),
+		forecast:             prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_job_forecast_remaining_seconds", Help: "Forecast remaining run time of an active job (market policies)."}, []string{"job"}),
+		logSeq:               prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_log_sequence", Help: "Last log record folded into the state."}),
+		replaySeconds:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_replay_seconds", Help: "How long the replay of the log took at start."}),
+		snapshotErrors:       prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_snapshot_errors_total", Help: "Snapshots that could not be written, or replays that disagreed with the stored snapshot."}),
+		logWrites:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_log_writes_total", Help: "Coordinator records written to the log, by result (ok, error, duplicate: another writer used the record's message id)."}, []string{"result"}),
+		deposed:              prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leader_deposed_total", Help: "Times this coordinator lost the leader lease while leading."}),
+		loopStep:             prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shockwave_loop_step_seconds", Help: "How long one step held the service loop (a log record folded and what it published, a status reply, a round's tick or close), by kind; events wait meanwhile.", Buckets: lat}, []string{"kind"}),
+		carried:              prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_carried_batches", Help: "Event batches per carried log record: the batches agents carry that the leader appends together (carry.go).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
+		carriedRegistrations: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_carried_registrations", Help: "Registrations per carried log record: the registrations the leader appends together (carryreg.go).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
+		labeled:              map[string]bool{},
 	}
-	reg.MustRegister(m.carried, m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.roundsCollected, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.leasesHeld, m.accepted,
+	reg.MustRegister(m.carried, m.carriedRegistrations, m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.roundsCollected, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.leasesHeld, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
 		m.logWrites, m.deposed, m.loopStep)
 	m.snapshotMetrics = newSnapshotMetrics(reg)

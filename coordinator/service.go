@@ -30,19 +30,20 @@ type Service struct {
 	// rejectLog is log, sampled: a misbehaving job cannot flood the log.
 	rejectLog zerolog.Logger
 
-	fold    *fold
-	in      chan record
-	statusq chan statusRequest
-	snapq   chan roundSummary
-	stateq  chan stateWrite // encoded state snapshots for the writer (recovery.go)
-	ticked  chan error      // result of publishing a tick record
-	planned chan error      // result of publishing a plan record
-	leaseq  chan leaseBatch // leases for the publisher (handlers.go)
-	gen     atomic.Uint64   // leadership terms ended: leases of an earlier one are not sent
-	agentq  chan agentRequest
-	agents  agentState  // node liveness, owned by the loop (agents.go)
-	uplink  uplinkState // agents' events budgets, owned by the agents handler (uplink.go)
-	carrier *carrier    // gathers the batches agents carry into log records (carry.go)
+	fold      *fold
+	in        chan record
+	statusq   chan statusRequest
+	snapq     chan roundSummary
+	stateq    chan stateWrite // encoded state snapshots for the writer (recovery.go)
+	ticked    chan error      // result of publishing a tick record
+	planned   chan error      // result of publishing a plan record
+	leaseq    chan leaseBatch // leases for the publisher (handlers.go)
+	gen       atomic.Uint64   // leadership terms ended: leases of an earlier one are not sent
+	agentq    chan agentRequest
+	agents    agentState  // node liveness, owned by the loop (agents.go)
+	uplink    uplinkState // agents' events budgets, owned by the agents handler (uplink.go)
+	carrier   *carrier    // gathers the batches agents carry into log records (carry.go)
+	registrar *registrar  // gathers registrations into log records (carryreg.go)
 
 	// Owned by the loop.
 	live       bool
@@ -138,6 +139,7 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		leaseq:    make(chan leaseBatch, 4096),
 		gc:        &gcHold{off: cfg.KeepGCPercent},
 		carrier:   newCarrier(cfg.CarryWindow, cfg.MaxMessageBytes),
+		registrar: newRegistrar(cfg.CarryWindow, cfg.MaxMessageBytes),
 	}, nil
 }
 
@@ -206,6 +208,7 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.lead.run(ctx, s.elected, s.deposed) })
 	wg.Go(func() { s.publishing(ctx, shards) })
 	wg.Go(func() { s.carry(ctx, s.carrier) })
+	wg.Go(func() { s.carryRegistrations(ctx, s.registrar) })
 	err = s.loop(ctx)
 	if err != nil {
 		msg := err.Error()
@@ -267,6 +270,8 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
 		r.batch, r.decErr = protocol.DecodeBatch(r.Data, s.cfg.MaxMessageBytes)
 	} else if r.Subject == s.subj.Prefix+"."+logCarried {
 		r.carried, r.decErr = unpackCarried(r, s.subj, s.cfg.MaxMessageBytes)
+	} else if r.Subject == s.subj.Prefix+"."+logRegisters {
+		r.carried, r.decErr = unpackRegisters(r, s.subj, s.cfg.MaxMessageBytes)
 	}
 	select {
 	case s.in <- r:

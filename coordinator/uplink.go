@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -156,18 +155,11 @@ func (s *Service) onAgentRegister(m *nats.Msg, node string) {
 		return
 	}
 	hdr := nats.Header{}
-	hdr.Set(hdrReply, m.Reply)
 	hdr.Set(hdrVia, node)
 	if s.cfg.AgentsCarryResidents {
 		hdr.Set(hdrResidents, "1")
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.append(ctx, s.subj.Prefix+"."+logRegister, m.Data, hdr); err != nil {
-			fail(protocol.CodeUnavailable, "unavailable", err)
-		}
-	}()
+	s.carryRegistration(m, node, hdr, func(err error) { fail(protocol.CodeUnavailable, "unavailable", err) })
 }
 
 var errNotVouched = errors.New("coordinator: the job's grant does not include the node whose agent sent this")
