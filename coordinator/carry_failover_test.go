@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"encoding/json"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -36,40 +38,9 @@ func TestFailover_AStandbyFoldsCarriedRecordsAndTakesOverFromAKilledLeader(t *te
 	if rep := agentRegister(t, nc, subj, "n0", reg); rep.Error != nil {
 		t.Fatalf("registering the resident job through its agent: %v", rep.Error)
 	}
-	var sent atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { // the agent forwards a batch every 5 ms
-		defer close(done)
-		for seq := uint64(1); ; seq++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			ev := progress(seq, 10, int64(10*seq), 0.005)
-			ev.V, ev.Job = protocol.Version, "r"
-			m := nats.NewMsg(subj.AgentEvents("n0"))
-			m.Header.Set(protocol.HdrJob, "r")
-			m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: "r", Events: []protocol.Event{ev}})
-			if nc.PublishMsg(m) == nil {
-				sent.Store(seq)
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
-	lastSeq := func() uint64 { // 0 while no coordinator answers (the takeover)
-		m, err := nc.Request(subj.Status(), nil, time.Second)
-		if err != nil {
-			return 0
-		}
-		st, err := protocol.DecodeStatusReply(m.Data, 64<<20)
-		if err != nil || st.Error != nil {
-			return 0
-		}
-		row, _ := jobRow(st, "r")
-		return row.LastSeq
-	}
+	sent, stopSending := carryEvery(t, nc, subj, "r", "n0", 1)
+	defer stopSending()
+	lastSeq := func() uint64 { return lastSeqOf(nc, subj, "r") }
 	eventually(t, 10*time.Second, "the leader folds carried batches", func() bool { return lastSeq() >= 50 })
 
 	if err := p.leader.Process.Kill(); err != nil {
@@ -97,6 +68,56 @@ func TestFailover_AStandbyFoldsCarriedRecordsAndTakesOverFromAKilledLeader(t *te
 	sameState(t, st, ref)
 }
 
+// carryEvery sends, as node's agent, a batch of job's every 5 ms, from
+// sequence number from on; sent is the last one sent; stop stops it (once
+// or more).
+func carryEvery(t *testing.T, nc *nats.Conn, subj protocol.Subjects, job, node string, from uint64) (sent *atomic.Uint64, stop func()) {
+	sent = &atomic.Uint64{}
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for seq := from; ; seq++ {
+			select {
+			case <-quit:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if carryBatch(nc, subj, job, node, seq) == nil {
+				sent.Store(seq)
+			}
+		}
+	}()
+	var once sync.Once
+	return sent, func() { once.Do(func() { close(quit); <-done }) }
+}
+
+// carryBatch sends, as node's agent, a progress batch of job's with
+// sequence number seq (10 steps an event).
+func carryBatch(nc *nats.Conn, subj protocol.Subjects, job, node string, seq uint64) error {
+	ev := progress(seq, 10, int64(10*seq), 0.005)
+	ev.V, ev.Job = protocol.Version, job
+	m := nats.NewMsg(subj.AgentEvents(node))
+	m.Header.Set(protocol.HdrJob, job)
+	m.Data, _ = json.Marshal(protocol.Batch{V: protocol.Version, Job: job, Events: []protocol.Event{ev}})
+	return nc.PublishMsg(m)
+}
+
+// lastSeqOf is job's last folded sequence number; 0 while no coordinator
+// answers (a takeover).
+func lastSeqOf(nc *nats.Conn, subj protocol.Subjects, job string) uint64 {
+	m, err := nc.Request(subj.Status(), nil, time.Second)
+	if err != nil {
+		return 0
+	}
+	st, err := protocol.DecodeStatusReply(m.Data, 64<<20)
+	if err != nil || st.Error != nil {
+		return 0
+	}
+	row, _ := jobRow(st, job)
+	return row.LastSeq
+}
+
 // carriedInLog counts the carried records in the cluster's log.
 func carriedInLog(t *testing.T, c *cluster, subj protocol.Subjects) int {
 	t.Helper()
@@ -107,4 +128,118 @@ func carriedInLog(t *testing.T, c *cluster, subj protocol.Subjects) int {
 		}
 	}
 	return n
+}
+
+// TestFailover_AFrozenLeadersLateCarriedRecordsAreFoldedAsAnyOther: the
+// leader, its carry window 100 ms, holds an agent's batch and an agent's
+// registration in its open records when it is frozen (SIGSTOP: a partition,
+// a long pause). The standby takes over and folds the agent's later
+// batches. Thawed, the deposed leader appends the records it held, after
+// the new leader's records: every coordinator folds them like any other,
+// the stale batch is refused as out of order (the job's state does not go
+// back), the registration is enrolled, and the new leader's state is the
+// uninterrupted fold of the log.
+func TestFailover_AFrozenLeadersLateCarriedRecordsAreFoldedAsAnyOther(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts coordinator processes")
+	}
+	t.Setenv("SHOCKWAVE_FAILOVER_AGENTS", "1")
+	t.Setenv("SHOCKWAVE_FAILOVER_CARRY", "100ms")
+	c, p := newPair(t)
+	defer func() {
+		if t.Failed() {
+			t.Logf("coordinator logs:\n%s", c.logs.String())
+		}
+	}()
+	subj, nc := p.subj, p.jobs
+	joinRelayAgent(t, &env{subj: subj}, nc, "n0", 1, true)
+	reg := newJob("r", 1)
+	reg.Node = "n0"
+	if rep := agentRegister(t, nc, subj, "n0", reg); rep.Error != nil {
+		t.Fatalf("registering the resident job through its agent: %v", rep.Error)
+	}
+	const stale = 10 // the batch the frozen leader holds
+	for seq := uint64(1); seq < stale; seq++ {
+		if err := carryBatch(nc, subj, "r", "n0", seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "the leader folds the first batches", func() bool { return lastSeqOf(nc, subj, "r") == stale-1 })
+	time.Sleep(200 * time.Millisecond) // every window closed
+	if err := carryBatch(nc, subj, "r", "n0", stale); err != nil {
+		t.Fatal(err)
+	}
+	q := newJob("q", 1)
+	q.Node = "n0"
+	if err := nc.PublishRequest(subj.AgentRegister("n0"), nc.NewRespInbox(), mustJSON(t, q)); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // within the leader's window of 100 ms
+	signal(t, p.leader, syscall.SIGSTOP)
+	thawed := false
+	defer func() {
+		if !thawed {
+			signal(t, p.leader, syscall.SIGCONT)
+		}
+	}()
+	_, epoch := c.waitLeader(p.epoch, p.standby)
+	sent, stopSending := carryEvery(t, nc, subj, "r", "n0", stale+1)
+	defer stopSending()
+	eventually(t, 15*time.Second, "the new leader folds the batches sent after the takeover", func() bool {
+		return lastSeqOf(nc, subj, "r") > stale+20
+	})
+	signal(t, p.leader, syscall.SIGCONT)
+	thawed = true
+	var lateBatch, lateReg bool
+	eventually(t, 10*time.Second, "the thawed leader's records in the log", func() bool {
+		lateBatch, lateReg = lateRecords(t, c, subj, epoch, stale)
+		return lateBatch && lateReg
+	})
+	stopSending()
+	last := sent.Load()
+	eventually(t, 10*time.Second, "every batch sent folded", func() bool { return lastSeqOf(nc, subj, "r") == last })
+
+	st := status(t, nc, subj)
+	if _, ok := jobRow(st, "q"); !ok {
+		t.Error("the registration the deposed leader appended late was not enrolled")
+	}
+	signal(t, p.standby, syscall.SIGSTOP) // its snapshots would compact the log while it is read
+	defer signal(t, p.standby, syscall.SIGCONT)
+	ref, _ := reference(t, c.admin, subj.Prefix, st.LogSeq)
+	for i := range st.Jobs {
+		st.Jobs[i].Leases = ""
+	}
+	sameState(t, st, ref)
+}
+
+// lateRecords looks in the log, after the leader record of epoch, for a
+// carried record holding r's batch number seq and a record of carried
+// registrations holding q's: those a deposed leader appended late.
+func lateRecords(t *testing.T, c *cluster, subj protocol.Subjects, epoch, seq uint64) (batch, reg bool) {
+	t.Helper()
+	after := false
+	for _, m := range logRecordsOf(t, c.admin, subj.Prefix) {
+		switch m.Subject {
+		case subj.Prefix + "." + logLeader:
+			if rec, err := decodeLeaderRecord(m.Data); err == nil && rec.Epoch == epoch {
+				after = true
+			}
+		case CarriedSubject(subj.Prefix):
+			bs, err := decodeCarried(m.Data, 0)
+			for _, b := range bs {
+				if bt, _ := protocol.DecodeBatch(b.data, 0); err == nil && after && bt != nil && b.job == "r" && bt.Events[0].Seq == seq {
+					batch = true
+				}
+			}
+		case RegistersSubject(subj.Prefix):
+			jobs, err := RegisteredJobs(m.Data)
+			if err == nil && after && slices.Contains(jobs, "q") {
+				reg = true
+			}
+		}
+	}
+	return batch, reg
 }

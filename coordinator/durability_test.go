@@ -355,6 +355,13 @@ func childConfig() ServiceConfig {
 	if os.Getenv("SHOCKWAVE_FAILOVER_AGENTS") != "" { // nodes join as agents, which carry their residents
 		cfg.Core.GPUs, cfg.Core.Dynamic, cfg.AgentsCarryResidents = 0, true, true
 	}
+	if v := os.Getenv("SHOCKWAVE_FAILOVER_CARRY"); v != "" { // the carry window
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			panic(fmt.Sprintf("SHOCKWAVE_FAILOVER_CARRY=%q: %v", v, err))
+		}
+		cfg.CarryWindow = d
+	}
 	return cfg
 }
 

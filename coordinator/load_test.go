@@ -108,7 +108,17 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		lg := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		cfg.Logger = &lg
 	}
+	var regFirst, regLast time.Time // the registration phase's first and last registration folded
+	regCount := 0
 	cfg.onApply = func(r record, o *outcome) {
+		if o.kind == kindRegister {
+			mu.Lock()
+			if regCount++; regCount == 1 {
+				regFirst = time.Now()
+			}
+			regLast = time.Now()
+			mu.Unlock()
+		}
 		if o.kind != kindEvents || o.accepted == 0 {
 			return
 		}
@@ -203,6 +213,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	mu.Lock()
 	registering = false
+	t.Logf("registrations folded: %d in %v, the first to the last", regCount, regLast.Sub(regFirst).Round(time.Millisecond))
 	mu.Unlock()
 	rss, peak := memory(t)
 	t.Logf("every job registered: coordinator RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
