@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 )
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+var errNoReply = errors.New("coordinator: request without a reply subject")
 
 // respond sends a reply; a requester that went away is not an error.
 func (s *Service) respond(m *nats.Msg, v any) {
