@@ -288,22 +288,23 @@ func unpackCarried(r record, subj protocol.Subjects, limit int) ([]record, error
 	return out, nil
 }
 
-// carrier gathers the leader's carried batches into records (run on its
-// own goroutine for the service's life). A batch waits at most window
-// after the first one of its record; a window < 0 appends each batch on
-// its own, on its job's events subject, as before carried records.
-type carrier struct {
-	in     chan carriedBatch
+// gatherer takes the items (carried batches, registrations) the leader
+// gathers into records, on a goroutine of its own for the service's life.
+// An item waits at most window after the first one of its record; a
+// window < 0 appends each item on its own, as before carried records. A
+// record holds at most limit bytes of items, or one item.
+type gatherer[T any] struct {
+	in     chan T
 	window time.Duration
 	limit  int
 }
 
-func newCarrier(window time.Duration, limit int) *carrier {
-	return &carrier{in: make(chan carriedBatch, 4096), window: window, limit: limit}
+func newGatherer[T any](window time.Duration, limit int) *gatherer[T] {
+	return &gatherer[T]{in: make(chan T, 4096), window: window, limit: limit}
 }
 
 // carry gathers and appends until ctx ends, then appends what it holds.
-func (s *Service) carry(ctx context.Context, c *carrier) {
+func (s *Service) carry(ctx context.Context, c *gatherer[carriedBatch]) {
 	buf := []byte{carriedVersion}
 	var hdr nats.Header
 	if s.cfg.AgentsCarryResidents {

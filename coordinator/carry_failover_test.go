@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,20 +25,8 @@ func TestFailover_AStandbyFoldsCarriedRecordsAndTakesOverFromAKilledLeader(t *te
 	if testing.Short() {
 		t.Skip("starts coordinator processes")
 	}
-	t.Setenv("SHOCKWAVE_FAILOVER_AGENTS", "1")
-	c, p := newPair(t)
-	defer func() {
-		if t.Failed() {
-			t.Logf("coordinator logs:\n%s", c.logs.String())
-		}
-	}()
+	c, p := residentPair(t, "")
 	subj, nc := p.subj, p.jobs
-	joinRelayAgent(t, &env{subj: subj}, nc, "n0", 1, true)
-	reg := newJob("r", 1)
-	reg.Node = "n0"
-	if rep := agentRegister(t, nc, subj, "n0", reg); rep.Error != nil {
-		t.Fatalf("registering the resident job through its agent: %v", rep.Error)
-	}
 	sent, stopSending := carryEvery(t, nc, subj, "r", "n0", 1)
 	defer stopSending()
 	lastSeq := func() uint64 { return lastSeqOf(nc, subj, "r") }
@@ -58,14 +47,32 @@ func TestFailover_AStandbyFoldsCarriedRecordsAndTakesOverFromAKilledLeader(t *te
 		t.Errorf("%d carried records in the log; want the agent's batches in carried records", n)
 	}
 
-	st := status(t, nc, subj)
-	signal(t, p.standby, syscall.SIGSTOP) // its snapshots would compact the log while it is read
-	defer signal(t, p.standby, syscall.SIGCONT)
-	ref, _ := reference(t, c.admin, subj.Prefix, st.LogSeq)
-	for i := range st.Jobs {
-		st.Jobs[i].Leases = ""
+	sameAsTheLog(t, c, p.standby, status(t, nc, subj))
+}
+
+// residentPair is newPair with coordinator processes whose agents carry
+// the jobs resident on their node, with the carry window window (""
+// their default), n0's agent joined and job r, resident on n0, registered
+// through it. The coordinators' logs are printed when the test fails.
+func residentPair(t *testing.T, window string) (*cluster, pair) {
+	t.Helper()
+	t.Setenv("SHOCKWAVE_FAILOVER_AGENTS", "1")
+	if window != "" {
+		t.Setenv("SHOCKWAVE_FAILOVER_CARRY", window)
 	}
-	sameState(t, st, ref)
+	c, p := newPair(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("coordinator logs:\n%s", c.logs.String())
+		}
+	})
+	joinRelayAgent(t, &env{subj: p.subj}, p.jobs, "n0", 1, true)
+	reg := newJob("r", 1)
+	reg.Node = "n0"
+	if rep := agentRegister(t, p.jobs, p.subj, "n0", reg); rep.Error != nil {
+		t.Fatalf("registering the resident job through its agent: %v", rep.Error)
+	}
+	return c, p
 }
 
 // carryEvery sends, as node's agent, a batch of job's every 5 ms, from
@@ -143,21 +150,8 @@ func TestFailover_AFrozenLeadersLateCarriedRecordsAreFoldedAsAnyOther(t *testing
 	if testing.Short() {
 		t.Skip("starts coordinator processes")
 	}
-	t.Setenv("SHOCKWAVE_FAILOVER_AGENTS", "1")
-	t.Setenv("SHOCKWAVE_FAILOVER_CARRY", "100ms")
-	c, p := newPair(t)
-	defer func() {
-		if t.Failed() {
-			t.Logf("coordinator logs:\n%s", c.logs.String())
-		}
-	}()
+	c, p := residentPair(t, "100ms")
 	subj, nc := p.subj, p.jobs
-	joinRelayAgent(t, &env{subj: subj}, nc, "n0", 1, true)
-	reg := newJob("r", 1)
-	reg.Node = "n0"
-	if rep := agentRegister(t, nc, subj, "n0", reg); rep.Error != nil {
-		t.Fatalf("registering the resident job through its agent: %v", rep.Error)
-	}
 	const stale = 10 // the batch the frozen leader holds
 	for seq := uint64(1); seq < stale; seq++ {
 		if err := carryBatch(nc, subj, "r", "n0", seq); err != nil {
@@ -206,9 +200,18 @@ func TestFailover_AFrozenLeadersLateCarriedRecordsAreFoldedAsAnyOther(t *testing
 	if _, ok := jobRow(st, "q"); !ok {
 		t.Error("the registration the deposed leader appended late was not enrolled")
 	}
-	signal(t, p.standby, syscall.SIGSTOP) // its snapshots would compact the log while it is read
-	defer signal(t, p.standby, syscall.SIGCONT)
-	ref, _ := reference(t, c.admin, subj.Prefix, st.LogSeq)
+	sameAsTheLog(t, c, p.standby, st)
+}
+
+// sameAsTheLog checks that st, the status leader answered, is the
+// uninterrupted fold of the log (the leases column apart: who delivers a
+// job's leases is the service's, not the fold's). The leader is frozen
+// meanwhile: its snapshots would compact the log while it is read.
+func sameAsTheLog(t *testing.T, c *cluster, leader *exec.Cmd, st *protocol.StatusReply) {
+	t.Helper()
+	signal(t, leader, syscall.SIGSTOP)
+	defer signal(t, leader, syscall.SIGCONT)
+	ref, _ := reference(t, c.admin, protocol.DefaultPrefix, st.LogSeq)
 	for i := range st.Jobs {
 		st.Jobs[i].Leases = ""
 	}

@@ -16,12 +16,56 @@ import (
 	"github.com/shockwave-sched/shockwave/topology"
 )
 
-func encodeCarried(bs ...carriedBatch) []byte {
-	buf := []byte{carriedVersion}
-	for _, b := range bs {
-		buf = appendCarried(buf, b)
+func encodeCarried(bs ...carriedBatch) []byte { return encodeItems(carriedVersion, appendCarried, bs) }
+
+// encodeItems is a carried record of version holding items.
+func encodeItems[T any](version byte, add func([]byte, T) []byte, items []T) []byte {
+	buf := []byte{version}
+	for _, it := range items {
+		buf = add(buf, it)
 	}
 	return buf
+}
+
+// damage is a damaged carried record and what its error must name.
+type damage struct {
+	name, want string
+	data       []byte
+}
+
+// refusedWhole checks that decode refuses each damaged record as damaged,
+// naming what its case wants; the case "over the limit" is decoded with a
+// limit of 4 bytes an item, the others with 1,024.
+func refusedWhole[T any](t *testing.T, decode func([]byte, int) ([]T, error), cases []damage) {
+	t.Helper()
+	for _, c := range cases {
+		limit := 1024
+		if c.name == "over the limit" {
+			limit = 4
+		}
+		_, err := decode(c.data, limit)
+		if !errors.Is(err, errCarried) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a damaged record naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+// publishDamaged writes records on subject with the coordinator's rights
+// and waits until the service refused them all as damaged.
+func publishDamaged(t *testing.T, e *env, subject string, records [][]byte) {
+	t.Helper()
+	coord := e.coordClient()
+	for _, bad := range records {
+		if err := coord.Publish(subject, bad); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := coord.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, fmt.Sprint(len(records), " damaged records refused"), func() bool {
+		return rejectedAs(t, e, "bad_carried") == float64(len(records))
+	})
 }
 
 func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
@@ -44,10 +88,7 @@ func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
 	for i := range many {
 		many[i] = carriedBatch{"n0", "a", nil, []byte("{}")}
 	}
-	for _, c := range []struct {
-		name, want string
-		data       []byte
-	}{
+	refusedWhole(t, decodeCarried, []damage{
 		{"empty", "version none", nil},
 		{"another version", "version 2", append([]byte{2}, data[1:]...)},
 		{"no batches", "no batches", []byte{carriedVersion}},
@@ -61,39 +102,40 @@ func TestCarried_DecodesWhatItEncodesAndRefusesDamageWhole(t *testing.T) {
 		{"a NATS header", `batch 0: header "Nats-Msg-Id" may not be carried`, encodeCarried(carriedBatch{"n0", "a", nats.Header{"Nats-Msg-Id": {"x"}}, nil})},
 		{"headers too large", "batch 0: its headers exceed 2048 bytes", encodeCarried(carriedBatch{"n0", "a", nats.Header{"K": {strings.Repeat("v", 2000), strings.Repeat("w", 200)}}, nil})},
 		{"too many", "more than 512 batches", encodeCarried(many...)},
-	} {
-		limit := 1024
-		if c.name == "over the limit" {
-			limit = 4
-		}
-		_, err := decodeCarried(c.data, limit)
-		if !errors.Is(err, errCarried) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want a damaged record naming %q", c.name, err, c.want)
-		}
-	}
+	})
 }
 
 func FuzzDecodeCarried(f *testing.F) {
 	f.Add(encodeCarried(carriedBatch{"n0", "a", nats.Header{"K": {"v"}}, []byte(`{"v":1}`)}, carriedBatch{"n1", "b", nil, nil}))
 	f.Add([]byte{carriedVersion, 0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		bs, err := decodeCarried(data, 4096)
-		if err != nil {
-			if !errors.Is(err, errCarried) {
-				t.Fatalf("an error that does not say the record is damaged: %v", err)
-			}
-			return
-		}
-		again, err := decodeCarried(encodeCarried(bs...), 4096)
-		if err != nil || len(again) != len(bs) {
-			t.Fatalf("re-encoded: %v, %d batches of %d", err, len(again), len(bs))
-		}
-		for i := range bs {
-			if again[i].node != bs[i].node || again[i].job != bs[i].job || string(again[i].data) != string(bs[i].data) || !reflect.DeepEqual(again[i].hdr, bs[i].hdr) {
-				t.Fatalf("batch %d changed: %+v, %+v", i, again[i], bs[i])
-			}
-		}
+		roundTrips(t, data, decodeCarried, encodeCarried, func(a, b carriedBatch) bool {
+			return a.node == b.node && a.job == b.job && string(a.data) == string(b.data) && reflect.DeepEqual(a.hdr, b.hdr)
+		})
 	})
+}
+
+// roundTrips checks that what decode takes from data, encoded again,
+// decodes to the same items (same), and that decode's only error is a
+// damaged record.
+func roundTrips[T any](t *testing.T, data []byte, decode func([]byte, int) ([]T, error), encode func(...T) []byte, same func(a, b T) bool) {
+	t.Helper()
+	items, err := decode(data, 4096)
+	if err != nil {
+		if !errors.Is(err, errCarried) {
+			t.Fatalf("an error that does not say the record is damaged: %v", err)
+		}
+		return
+	}
+	again, err := decode(encode(items...), 4096)
+	if err != nil || len(again) != len(items) {
+		t.Fatalf("re-encoded: %v, %d items of %d", err, len(again), len(items))
+	}
+	for i := range items {
+		if !same(again[i], items[i]) {
+			t.Fatalf("item %d changed: %+v, %+v", i, again[i], items[i])
+		}
+	}
 }
 
 // carriedRecords returns the batches per carried record in the log and the
@@ -243,21 +285,12 @@ func TestCarry_ADamagedCarriedRecordIsRefusedWholeAndChangesNothing(t *testing.T
 	good, _ := json.Marshal(protocol.Batch{V: protocol.Version, Job: "a", Events: []protocol.Event{{V: protocol.Version, Job: "a",
 		Type: protocol.EventProgress, Seq: 2, Steps: 10, StepsDone: 20, TotalSteps: 1_000_000, BatchSize: 32, Elapsed: 1}}})
 	whole := encodeCarried(carriedBatch{"n0", "a", nil, good})
-	coord := e.coordClient()
-	for _, bad := range [][]byte{
+	publishDamaged(t, e, e.subj.Prefix+"."+logCarried, [][]byte{
 		whole[:len(whole)-3], // cut short: the whole record goes, the sound batch in it too
 		append(encodeCarried(carriedBatch{"n0", "a", nil, good}), 0x05, 'n'),
 		append([]byte{9}, whole[1:]...),
 		nil,
-	} {
-		if err := coord.Publish(e.subj.Prefix+"."+logCarried, bad); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := coord.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "four damaged records refused", func() bool { return rejectedAs(t, e, "bad_carried") == 4 })
+	})
 	if r, _ := jobRow(status(t, nc, e.subj), "a"); r.LastSeq != 1 || r.StepsDone != 10 {
 		t.Errorf("a damaged carried record changed a: %+v", r)
 	}
@@ -303,17 +336,9 @@ func FuzzFold_ACarriedRecordFoldsAsItsBatchesWouldAlone(f *testing.F) {
 			}
 		}
 		before, _, _ := digest(whole.core)
-		hdr := nats.Header{}
-		if residents {
-			hdr.Set(hdrResidents, "1")
-		}
-		o := whole.apply(record{Seq: 5, Time: time.Unix(1000, 0), Subject: "shockwave." + logCarried, Header: hdr, Data: data})
-		got, _, _ := digest(whole.core)
+		o, got := foldWhole(t, whole, logCarried, data, residents)
 		bs, err := decodeCarried(data, 4096)
 		if err != nil {
-			if o.err == nil || got != before {
-				t.Fatalf("a damaged carried record (%v) was not refused, or changed the state: %+v", err, o)
-			}
 			return
 		}
 		if len(o.held) != len(bs) {
@@ -334,6 +359,24 @@ func FuzzFold_ACarriedRecordFoldsAsItsBatchesWouldAlone(f *testing.F) {
 			t.Fatalf("%d events accepted and the state unchanged", accepted)
 		}
 	})
+}
+
+// foldWhole folds data as a carried record on subject (hdrResidents set
+// when residents), returning the outcome and the state after; a record
+// that does not decode must be refused and leave the state as it was.
+func foldWhole(t *testing.T, f *fold, subject string, data []byte, residents bool) (outcome, string) {
+	t.Helper()
+	before, _, _ := digest(f.core)
+	hdr := nats.Header{}
+	if residents {
+		hdr.Set(hdrResidents, "1")
+	}
+	o := f.apply(record{Seq: 5, Time: time.Unix(1000, 0), Subject: "shockwave." + subject, Header: hdr, Data: data})
+	got, _, _ := digest(f.core)
+	if _, err := f.unpack(record{Subject: "shockwave." + subject, Data: data}); err != nil && (o.err == nil || got != before) {
+		t.Fatalf("a damaged record (%v) was not refused, or changed the state: %+v", err, o)
+	}
+	return o, got
 }
 
 // carryFold is fuzzFold's on a cluster of two nodes, n0 and n1.

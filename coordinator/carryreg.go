@@ -178,23 +178,11 @@ func (s *Service) carryRegistration(m *nats.Msg, node string, hdr nats.Header, f
 	}()
 }
 
-// registrar gathers the leader's registrations into records (run on its
-// own goroutine for the service's life); window < 0: each on its own.
-type registrar struct {
-	in     chan carriedRegistration
-	window time.Duration
-	limit  int
-}
-
-func newRegistrar(window time.Duration, limit int) *registrar {
-	return &registrar{in: make(chan carriedRegistration, 4096), window: window, limit: limit}
-}
-
 // carryRegistrations gathers and appends until ctx ends, then appends what
 // it holds. Each record is appended with an acknowledgement, and every
 // registration in a record the log did not take is answered unavailable,
 // as a single one was.
-func (s *Service) carryRegistrations(ctx context.Context, c *registrar) {
+func (s *Service) carryRegistrations(ctx context.Context, c *gatherer[carriedRegistration]) {
 	buf := []byte{registersVersion}
 	var fails []func(error)
 	var hdr nats.Header

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -17,11 +16,7 @@ import (
 )
 
 func encodeRegisters(gs ...carriedRegistration) []byte {
-	buf := []byte{registersVersion}
-	for _, g := range gs {
-		buf = appendRegistration(buf, g)
-	}
-	return buf
+	return encodeItems(registersVersion, appendRegistration, gs)
 }
 
 func TestCarriedRegistrations_DecodeWhatIsEncodedAndRefuseDamageWhole(t *testing.T) {
@@ -44,10 +39,7 @@ func TestCarriedRegistrations_DecodeWhatIsEncodedAndRefuseDamageWhole(t *testing
 	for i := range many {
 		many[i] = carriedRegistration{"", "r", []byte("{}"), nil}
 	}
-	for _, c := range []struct {
-		name, want string
-		data       []byte
-	}{
+	refusedWhole(t, decodeRegisters, []damage{
 		{"empty", "version none", nil},
 		{"another version", "version 2", append([]byte{2}, data[1:]...)},
 		{"no registrations", "no registrations", []byte{registersVersion}},
@@ -61,38 +53,16 @@ func TestCarriedRegistrations_DecodeWhatIsEncodedAndRefuseDamageWhole(t *testing
 		{"a reply with a control byte", "registration 0: reply subject", encodeRegisters(carriedRegistration{"", "a\x00b", nil, nil})},
 		{"a long reply", "registration 0: its reply subject has 513 bytes, more than 512", encodeRegisters(carriedRegistration{"", strings.Repeat("r", 513), nil, nil})},
 		{"too many", "more than 512 registrations", encodeRegisters(many...)},
-	} {
-		limit := 1024
-		if c.name == "over the limit" {
-			limit = 4
-		}
-		_, err := decodeRegisters(c.data, limit)
-		if !errors.Is(err, errCarried) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want a damaged record naming %q", c.name, err, c.want)
-		}
-	}
+	})
 }
 
 func FuzzDecodeRegisters(f *testing.F) {
 	f.Add(encodeRegisters(carriedRegistration{"n0", "_INBOX.x", []byte(`{"v":1}`), nil}, carriedRegistration{"", "y", nil, nil}))
 	f.Add([]byte{registersVersion, 0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		gs, err := decodeRegisters(data, 4096)
-		if err != nil {
-			if !errors.Is(err, errCarried) {
-				t.Fatalf("an error that does not say the record is damaged: %v", err)
-			}
-			return
-		}
-		again, err := decodeRegisters(encodeRegisters(gs...), 4096)
-		if err != nil || len(again) != len(gs) {
-			t.Fatalf("re-encoded: %v, %d registrations of %d", err, len(again), len(gs))
-		}
-		for i := range gs {
-			if again[i].node != gs[i].node || again[i].reply != gs[i].reply || string(again[i].data) != string(gs[i].data) {
-				t.Fatalf("registration %d changed: %+v, %+v", i, again[i], gs[i])
-			}
-		}
+		roundTrips(t, data, decodeRegisters, encodeRegisters, func(a, b carriedRegistration) bool {
+			return a.node == b.node && a.reply == b.reply && string(a.data) == string(b.data)
+		})
 	})
 }
 
@@ -119,18 +89,9 @@ func FuzzFold_ARegistersRecordFoldsAsItsRegistrationsWouldAlone(f *testing.F) {
 	f.Add([]byte{registersVersion, 1}, true)
 	f.Fuzz(func(t *testing.T, data []byte, residents bool) {
 		whole, apart := carryFold(t), carryFold(t)
-		before, _, _ := digest(whole.core)
-		hdr := nats.Header{}
-		if residents {
-			hdr.Set(hdrResidents, "1")
-		}
-		o := whole.apply(record{Seq: 5, Time: time.Unix(1000, 0), Subject: "shockwave." + logRegisters, Header: hdr, Data: data})
-		got, _, _ := digest(whole.core)
+		o, got := foldWhole(t, whole, logRegisters, data, residents)
 		gs, err := decodeRegisters(data, 4096)
 		if err != nil {
-			if o.err == nil || got != before {
-				t.Fatalf("a damaged record (%v) was not refused, or changed the state: %+v", err, o)
-			}
 			return
 		}
 		if len(o.held) != len(gs) {
@@ -317,21 +278,12 @@ func TestCarry_ADamagedRegistersRecordIsRefusedWholeAndChangesNothing(t *testing
 	nc := e.client()
 	whole := encodeRegisters(carriedRegistration{"", "_INBOX.x", mustJSON(t, newJob("a", 1)), nil},
 		carriedRegistration{"", "_INBOX.y", mustJSON(t, newJob("b", 1)), nil})
-	coord := e.coordClient()
-	for _, bad := range [][]byte{
+	publishDamaged(t, e, e.subj.Prefix+"."+logRegisters, [][]byte{
 		whole[:len(whole)-3], // cut short: the whole record goes, the sound registration in it too
 		append(encodeRegisters(carriedRegistration{"", "_INBOX.x", mustJSON(t, newJob("a", 1)), nil}), 0x05, 'n'),
 		append([]byte{9}, whole[1:]...),
 		encodeRegisters(carriedRegistration{"", "_INBOX.x", mustJSON(t, newJob("a", 1)), nil}, carriedRegistration{"", "no reply", nil, nil}),
-	} {
-		if err := coord.Publish(e.subj.Prefix+"."+logRegisters, bad); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := coord.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "four damaged records refused", func() bool { return rejectedAs(t, e, "bad_carried") == 4 })
+	})
 	if st := status(t, nc, e.subj); len(st.Jobs) != 0 {
 		t.Errorf("damaged records registered %+v", st.Jobs)
 	}

@@ -39,10 +39,10 @@ type Service struct {
 	leaseq    chan leaseBatch // leases for the publisher (handlers.go)
 	gen       atomic.Uint64   // leadership terms ended: leases of an earlier one are not sent
 	agentq    chan agentRequest
-	agents    agentState  // node liveness, owned by the loop (agents.go)
-	uplink    uplinkState // agents' events budgets, owned by the agents handler (uplink.go)
-	carrier   *carrier    // gathers the batches agents carry into log records (carry.go)
-	registrar *registrar  // gathers registrations into log records (carryreg.go)
+	agents    agentState                     // node liveness, owned by the loop (agents.go)
+	uplink    uplinkState                    // agents' events budgets, owned by the agents handler (uplink.go)
+	carrier   *gatherer[carriedBatch]        // gathers the batches agents carry into log records (carry.go)
+	registrar *gatherer[carriedRegistration] // gathers registrations into log records (carryreg.go)
 
 	// Owned by the loop.
 	live       bool
@@ -137,8 +137,8 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		planned:   make(chan error, 1),
 		leaseq:    make(chan leaseBatch, 4096),
 		gc:        &gcHold{off: cfg.KeepGCPercent},
-		carrier:   newCarrier(cfg.CarryWindow, cfg.MaxMessageBytes),
-		registrar: newRegistrar(cfg.CarryWindow, cfg.MaxMessageBytes),
+		carrier:   newGatherer[carriedBatch](cfg.CarryWindow, cfg.MaxMessageBytes),
+		registrar: newGatherer[carriedRegistration](cfg.CarryWindow, cfg.MaxMessageBytes),
 	}, nil
 }
 
