@@ -114,9 +114,10 @@ type ServiceConfig struct {
 	// the round (gchold.go; docs/scale.md, session 17).
 	KeepGCPercent bool
 	// CarryWindow is how long the leader gathers the event batches agents
-	// carry into one log record after the first of them (carry.go; default
-	// 1 ms, at most 100 ms); negative appends each batch on its own, on its
-	// job's events subject.
+	// carry, and the registrations it takes, into one log record after the
+	// first of them (carry.go, carryreg.go; default 1 ms, at most 100 ms);
+	// negative appends each batch on its own, on its job's events subject,
+	// and each registration as a register record.
 	CarryWindow time.Duration
 
 	// onApply, when set, sees every folded record, onRound the times of

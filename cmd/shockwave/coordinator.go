@@ -106,7 +106,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.floodLimit, "flood-limit", coordinator.DefaultFloodLimit, "embedded server: disconnect a job connection that publishes more than this many messages (or KiB) a second, and revoke its credential in creds mode or refuse its address new connections for a cooldown (0: off)")
 	fs.IntVar(&f.maxJobsPerClient, "max-jobs-per-client", coordinator.DefaultMaxJobsPerClient, "refuse new jobs from a client (connection, or user in creds mode) that registered this many")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 0, "a standby takes over after the leader was silent this long (default two rounds, between 1s and 5s)")
-	fs.DurationVar(&f.carryWindow, "carry-window", time.Millisecond, "append the event batches node agents carry to the log together, those that arrive within this long of the first of them to one record (at most 100ms; negative: one record per batch)")
+	fs.DurationVar(&f.carryWindow, "carry-window", time.Millisecond, "append the event batches node agents carry, and the registrations, to the log together: those that arrive within this long of the first of them to one record (at most 100ms; 0 or negative: one record each)")
 	fs.BoolVar(&f.gcHold, "gc-hold", true, "raise the Go collector's percent (GOGC) fourfold from half a second (a tenth of the round when shorter) before each round's tick until its leases are sent, so that no collection slows the round (false: leave the collector alone)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
