@@ -272,7 +272,7 @@ func TestFold_ANewLeaderClosesTheRoundItsPredecessorOpened(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) []byte {
+func mustJSON(t testing.TB, v any) []byte {
 	t.Helper()
 	data, err := json.Marshal(v)
 	if err != nil {
