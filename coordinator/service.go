@@ -192,6 +192,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) { s.receive(ctx, m) },
 		jetstream.PullMaxMessages(cmp.Or(s.cfg.logPull, jetstream.DefaultMaxMessages)),
+		jetstream.PullExpiry(logPullExpiry), jetstream.PullHeartbeat(logPullExpiry/4),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			s.log.Warn().Err(err).Msg("log consumer")
 		}))
@@ -255,6 +256,14 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 	data, _ := jsonMarshal(mine)
 	return s.appendRetrying(ctx, s.subj.Prefix+"."+logConfig, data)
 }
+
+// logPullExpiry bounds each pull of the log consumer; its heartbeat is a
+// quarter of it, and two missed heartbeats make the client recreate the
+// consumer where it stopped. nats.go's consumer can stop asking for records
+// after a burst (none waiting on the server while records are pending:
+// BenchmarkRegistrations_TwoThousandAtOnce, a record each, stalled 10 s
+// with the default heartbeat of 5 s); this bounds such a stall to a second.
+const logPullExpiry = 2 * time.Second
 
 // receive runs on the consumer's goroutine: it hands a record to the loop.
 func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
