@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
@@ -294,5 +296,57 @@ func TestCarry_ADamagedRegistersRecordIsRefusedWholeAndChangesNothing(t *testing
 	e.startService()
 	if st := status(t, e.client(), e.subj); len(st.Jobs) != 1 || st.Jobs[0].Job != "c" {
 		t.Errorf("after a restart: %+v, want c alone", st.Jobs)
+	}
+}
+
+// TestCarry_RegistrationsTheLogDoesNotTakeAreAnsweredUnavailable: while
+// the log stream captures no registration subject (as a store that
+// refuses writes would), a registration, carried or appended alone, is
+// answered unavailable and counted; none is enrolled; once the stream
+// takes them again, the job registers.
+func TestCarry_RegistrationsTheLogDoesNotTakeAreAnsweredUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		window time.Duration
+	}{{"carried", 0}, {"alone", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, 1, func(_ *EmbeddedConfig, s *ServiceConfig) { s.CarryWindow = c.window })
+			nc := e.client()
+			ctx := context.Background()
+			js, err := jetstream.New(e.coordClient())
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, _ := streamNames(e.subj.Prefix)
+			str, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := str.CachedInfo().Config
+			narrow := cfg
+			narrow.Subjects = []string{e.subj.AllEvents()}
+			for _, s := range []string{logTick, logPlan, logConfig, logLeader, logCarried, logCluster} {
+				narrow.Subjects = append(narrow.Subjects, e.subj.Prefix+"."+s)
+			}
+			if _, err := js.UpdateStream(ctx, narrow); err != nil {
+				t.Fatal(err)
+			}
+			rep := register(t, nc, e.subj, newJob("a", 1))
+			if rep.Error == nil || rep.Error.Code != protocol.CodeUnavailable {
+				t.Fatalf("a registration the log did not take: %+v, want unavailable", rep)
+			}
+			if n := counterValue(t, e.reg, "shockwave_registrations_total", "result", "rejected_unavailable"); n != 1 {
+				t.Errorf("registrations counted unavailable: %v, want 1", n)
+			}
+			if _, err := js.UpdateStream(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if st := status(t, nc, e.subj); len(st.Jobs) != 0 {
+				t.Errorf("a registration the log did not take was enrolled: %+v", st.Jobs)
+			}
+			if rep := register(t, nc, e.subj, newJob("a", 1)); rep.Error != nil || rep.Job != "a" {
+				t.Errorf("registering again once the log takes it: %+v", rep)
+			}
+		})
 	}
 }
