@@ -350,3 +350,49 @@ func TestCarry_RegistrationsTheLogDoesNotTakeAreAnsweredUnavailable(t *testing.T
 		})
 	}
 }
+
+// TestService_ALogConsumerDeletedOnTheServerIsRecreatedWhereItStopped: the
+// service's consumer of the log is deleted on the server (an operator's
+// mistake, a server that lost it). The error is counted, the client
+// recreates the consumer after the last record folded: later records are
+// folded, none twice (the registration folded before is not folded again
+// as a resumed one).
+func TestService_ALogConsumerDeletedOnTheServerIsRecreatedWhereItStopped(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	nc := e.client()
+	if rep := register(t, nc, e.subj, newJob("a", 1)); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	ctx := context.Background()
+	js, err := jetstream.New(e.coordClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := streamNames(e.subj.Prefix)
+	str, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for c := range str.ListConsumers(ctx).Info() {
+		if err := str.DeleteConsumer(ctx, c.Name); err != nil {
+			t.Fatal(err)
+		}
+		deleted++
+	}
+	if deleted == 0 {
+		t.Fatal("the log has no consumer to delete")
+	}
+	eventually(t, 10*time.Second, "the deletion counted", func() bool {
+		return counterValue(t, e.reg, "shockwave_log_consumer_errors_total", "error", "consumer_deleted") >= 1
+	})
+	if rep := register(t, nc, e.subj, newJob("b", 1)); rep.Error != nil || rep.Job != "b" {
+		t.Fatalf("a registration after the consumer was deleted: %+v", rep)
+	}
+	if n := counterValue(t, e.reg, "shockwave_registrations_total", "result", "resumed"); n != 0 {
+		t.Errorf("%v registrations folded again as resumed: the recreated consumer started before the last record folded", n)
+	}
+	if st := status(t, nc, e.subj); len(st.Jobs) != 2 {
+		t.Errorf("jobs after the consumer was recreated: %+v, want a and b", st.Jobs)
+	}
+}

@@ -37,6 +37,7 @@ type Metrics struct {
 	replaySeconds        prometheus.Gauge
 	snapshotErrors       prometheus.Counter
 	logWrites            *prometheus.CounterVec
+	logConsumer          *prometheus.CounterVec // errors of the log's consumer, each followed by its recreation
 	deposed              prometheus.Counter
 	loopStep             *prometheus.HistogramVec
 	carried              prometheus.Histogram // batches per carried record (carry.go)
@@ -75,6 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		replaySeconds:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "shockwave_replay_seconds", Help: "How long the replay of the log took at start."}),
 		snapshotErrors:       prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_snapshot_errors_total", Help: "Snapshots that could not be written, or replays that disagreed with the stored snapshot."}),
 		logWrites:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_log_writes_total", Help: "Coordinator records written to the log, by result (ok, error, duplicate: another writer used the record's message id)."}, []string{"result"}),
+		logConsumer:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_log_consumer_errors_total", Help: "Errors of the coordinator's log consumer, by error (no_heartbeat: it stopped receiving for two heartbeats; consumer_deleted; other); the client recreates the consumer where it stopped."}, []string{"error"}),
 		deposed:              prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_leader_deposed_total", Help: "Times this coordinator lost the leader lease while leading."}),
 		loopStep:             prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "shockwave_loop_step_seconds", Help: "How long one step held the service loop (a log record folded and what it published, a status reply, a round's tick or close), by kind; events wait meanwhile.", Buckets: lat}, []string{"kind"}),
 		carried:              prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_carried_batches", Help: "Event batches per carried log record: the batches agents carry that the leader appends together (carry.go).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
@@ -83,7 +85,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.carried, m.carriedRegistrations, m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.roundsCollected, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.leasesHeld, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.logSeq, m.replaySeconds, m.snapshotErrors,
-		m.logWrites, m.deposed, m.loopStep)
+		m.logWrites, m.logConsumer, m.deposed, m.loopStep)
 	m.snapshotMetrics = newSnapshotMetrics(reg)
 	return m
 }

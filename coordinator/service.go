@@ -3,6 +3,7 @@ package coordinator
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -194,6 +195,7 @@ func (s *Service) Run(ctx context.Context) error {
 		jetstream.PullMaxMessages(cmp.Or(s.cfg.logPull, jetstream.DefaultMaxMessages)),
 		jetstream.PullExpiry(logPullExpiry), jetstream.PullHeartbeat(logPullExpiry/4),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			s.m.logConsumer.WithLabelValues(consumerError(err)).Inc()
 			s.log.Warn().Err(err).Msg("log consumer")
 		}))
 	if err != nil {
@@ -264,6 +266,18 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 // BenchmarkRegistrations_TwoThousandAtOnce, a record each, stalled 10 s
 // with the default heartbeat of 5 s); this bounds such a stall to a second.
 const logPullExpiry = 2 * time.Second
+
+// consumerError names the class of a log consumer's error for
+// shockwave_log_consumer_errors_total.
+func consumerError(err error) string {
+	switch {
+	case errors.Is(err, jetstream.ErrNoHeartbeat):
+		return "no_heartbeat"
+	case errors.Is(err, jetstream.ErrConsumerDeleted):
+		return "consumer_deleted"
+	}
+	return "other"
+}
 
 // receive runs on the consumer's goroutine: it hands a record to the loop.
 func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
