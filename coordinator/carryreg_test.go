@@ -313,15 +313,7 @@ func TestCarry_RegistrationsTheLogDoesNotTakeAreAnsweredUnavailable(t *testing.T
 			e := newEnv(t, 1, func(_ *EmbeddedConfig, s *ServiceConfig) { s.CarryWindow = c.window })
 			nc := e.client()
 			ctx := context.Background()
-			js, err := jetstream.New(e.coordClient())
-			if err != nil {
-				t.Fatal(err)
-			}
-			name, _ := streamNames(e.subj.Prefix)
-			str, err := js.Stream(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
+			js, str := logJetStream(t, e)
 			cfg := str.CachedInfo().Config
 			narrow := cfg
 			narrow.Subjects = []string{e.subj.AllEvents()}
@@ -364,15 +356,7 @@ func TestService_ALogConsumerDeletedOnTheServerIsRecreatedWhereItStopped(t *test
 		t.Fatal(rep.Error)
 	}
 	ctx := context.Background()
-	js, err := jetstream.New(e.coordClient())
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, _ := streamNames(e.subj.Prefix)
-	str, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, str := logJetStream(t, e)
 	deleted := 0
 	for c := range str.ListConsumers(ctx).Info() {
 		if err := str.DeleteConsumer(ctx, c.Name); err != nil {
@@ -395,4 +379,20 @@ func TestService_ALogConsumerDeletedOnTheServerIsRecreatedWhereItStopped(t *test
 	if st := status(t, nc, e.subj); len(st.Jobs) != 2 {
 		t.Errorf("jobs after the consumer was recreated: %+v, want a and b", st.Jobs)
 	}
+}
+
+// logJetStream is the JetStream context of e's coordinator account and the
+// log stream in it.
+func logJetStream(t *testing.T, e *env) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	js, err := jetstream.New(e.coordClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := streamNames(e.subj.Prefix)
+	str, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, str
 }

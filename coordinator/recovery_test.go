@@ -362,14 +362,8 @@ func TestSnapshot_ARoundsSnapshotIsTakenAfterItsBurstNotAtThePlan(t *testing.T) 
 // coordinator's rights.
 func logAndSnapshots(t *testing.T, e *env) (jetstream.Stream, jetstream.ObjectStore) {
 	t.Helper()
-	js, _ := jetstream.New(e.coordClient())
-	ctx := context.Background()
-	name, _ := streamNames(e.subj.Prefix)
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := js.ObjectStore(ctx, snapshotBucket(e.subj.Prefix))
+	js, st := logJetStream(t, e)
+	obj, err := js.ObjectStore(context.Background(), snapshotBucket(e.subj.Prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
