@@ -262,13 +262,24 @@ func (f *fold) carriedRecord(r record) outcome {
 // node that carried it, at the carried record's place in the log. The
 // service's reader has usually done it already (r.carried).
 func (f *fold) unpack(r record) ([]record, error) {
-	switch {
-	case r.carried != nil || r.decErr != nil:
+	if r.carried != nil || r.decErr != nil {
 		return r.carried, r.decErr
-	case r.Subject == f.subj.Prefix+"."+logRegisters:
-		return unpackRegisters(r, f.subj, f.limit)
 	}
-	return unpackCarried(r, f.subj, f.limit)
+	return unpackRecord(r, f.subj, f.limit)
+}
+
+// isCarried says subject is that of a carried record in the log of subj:
+// of batches (log.carried) or of registrations (log.registers).
+func isCarried(subj protocol.Subjects, subject string) bool {
+	return subject == subj.Prefix+"."+logCarried || subject == subj.Prefix+"."+logRegisters
+}
+
+// unpackRecord takes a carried record of either kind apart.
+func unpackRecord(r record, subj protocol.Subjects, limit int) ([]record, error) {
+	if r.Subject == subj.Prefix+"."+logRegisters {
+		return unpackRegisters(r, subj, limit)
+	}
+	return unpackCarried(r, subj, limit)
 }
 
 // unpackCarried decodes r's batches (and each batch's events, as the

@@ -184,7 +184,7 @@ func (f *fold) apply(r record) outcome {
 		return f.leader(r)
 	case r.Subject == f.subj.Prefix+"."+logCluster:
 		return f.resize(r)
-	case r.Subject == f.subj.Prefix+"."+logCarried, r.Subject == f.subj.Prefix+"."+logRegisters:
+	case isCarried(f.subj, r.Subject):
 		return f.carriedRecord(r)
 	}
 	if o, ok := f.applyRunner(r); ok {
@@ -422,7 +422,7 @@ func (f *fold) plan(r record) outcome {
 // epoch (a new leader must see its own record to close the round).
 func (f *fold) heldBack(r record) bool {
 	if r.Subject == f.subj.Prefix+"."+logLeader || r.Subject == f.subj.Prefix+"."+logPlan ||
-		r.Subject == f.subj.Prefix+"."+logCarried || r.Subject == f.subj.Prefix+"."+logRegisters { // their records are held one by one
+		isCarried(f.subj, r.Subject) { // the records a carried one holds are held one by one
 		return false
 	}
 	_, events := f.subj.EventsJob(r.Subject)

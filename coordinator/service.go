@@ -290,10 +290,8 @@ func (s *Service) receive(ctx context.Context, m jetstream.Msg) {
 		// Decoding is most of an event's cost: done here, the loop only
 		// folds (the fold decodes the same bytes to the same batch).
 		r.batch, r.decErr = protocol.DecodeBatch(r.Data, s.cfg.MaxMessageBytes)
-	} else if r.Subject == s.subj.Prefix+"."+logCarried {
-		r.carried, r.decErr = unpackCarried(r, s.subj, s.cfg.MaxMessageBytes)
-	} else if r.Subject == s.subj.Prefix+"."+logRegisters {
-		r.carried, r.decErr = unpackRegisters(r, s.subj, s.cfg.MaxMessageBytes)
+	} else if isCarried(s.subj, r.Subject) {
+		r.carried, r.decErr = unpackRecord(r, s.subj, s.cfg.MaxMessageBytes)
 	}
 	select {
 	case s.in <- r:
