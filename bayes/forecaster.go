@@ -333,6 +333,20 @@ func (f *Forecaster) Admit(spec JobSpec) error {
 	return nil
 }
 
+// Reserve makes room for n more jobs: the job table is sized once for a
+// burst of admissions (the first round of a large cluster) rather than
+// grown admission by admission. It changes nothing else.
+func (f *Forecaster) Reserve(n int) {
+	if n < max(len(f.jobs), 1) {
+		return
+	}
+	jobs := make(map[string]*job, len(f.jobs)+n)
+	for id, j := range f.jobs {
+		jobs[id] = j
+	}
+	f.jobs = jobs
+}
+
 // Observe folds one report of a running job. A batch size different from
 // the previous report's is a known change point: the regime history gets a
 // new segment starting at the epoch the job had reached (the simulator

@@ -1,6 +1,7 @@
 package bayes_test
 
 import (
+	"bytes"
 	"math"
 	"runtime"
 	"strconv"
@@ -265,5 +266,42 @@ func TestForecaster_MemoryPerJobIsBounded(t *testing.T) {
 	t.Logf("retained bytes per job: %.0f after 100 observations, %.0f after 10,000", small, large)
 	if large > 64<<10 || large > 2*small+4096 {
 		t.Errorf("bytes per job %.0f after 10,000 observations (%.0f after 100): not bounded", large, small)
+	}
+}
+
+// TestForecaster_ReserveChangesNothing: a forecaster that made room for
+// its admissions first (as the first round of a large cluster does) saves
+// the same state and forecasts the same as one that grew as it admitted,
+// and a reservation smaller than what it holds, or of nothing, is a
+// no-op.
+func TestForecaster_ReserveChangesNothing(t *testing.T) {
+	grown, reserved := bayes.NewForecaster(bayes.DefaultForecastConfig()), bayes.NewForecaster(bayes.DefaultForecastConfig())
+	reserved.Reserve(0)
+	reserved.Reserve(40)
+	for i := range 60 {
+		if i == 30 {
+			reserved.Reserve(5) // fewer than it holds
+		}
+		sp := lmSpec("job-" + strconv.Itoa(i))
+		sp.Workers = 1 + i%3
+		for _, f := range []*bayes.Forecaster{grown, reserved} {
+			if err := f.Admit(sp); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Observe(sp.ID, bayes.Observation{StepsDone: 5968, TotalSteps: sp.TotalSteps, Epoch: 1, BatchSize: 10, Throughput: 90 + float64(i), Elapsed: 60}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !bytes.Equal(grown.MarshalState(), reserved.MarshalState()) {
+		t.Fatal("the reserved forecaster's state differs")
+	}
+	for i := range 60 {
+		id := "job-" + strconv.Itoa(i)
+		a, errA := grown.Forecast(id)
+		b, errB := reserved.Forecast(id)
+		if a != b || errA != nil || errB != nil {
+			t.Fatalf("%s: %+v (%v) and %+v (%v)", id, a, errA, b, errB)
+		}
 	}
 }

@@ -207,8 +207,7 @@ func (s *Service) writeSnapshots(ctx context.Context, st *storage) {
 		case sum := <-s.snapq:
 			s.m.observeJobs(sum.round, sum.jobs)
 			snap := sum.snap
-			snap.Digest, snap.Plan = digestOf(sum.jobs, sum.plan)
-			data, err := encodeSnapshot(snap)
+			data, err := summarize(snap, sum.plan)
 			if err == nil {
 				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				_, err = st.kv.Put(pctx, snapshotKey, data)

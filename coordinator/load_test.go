@@ -82,6 +82,11 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	jobs, gpus := loadShape()
 	round, window := envInt("SHOCKWAVE_LOAD_ROUND", 5), envInt("SHOCKWAVE_LOAD_SECONDS", 60)
 	procs := envInt("SHOCKWAVE_LOAD_PROCS", (jobs+loadJobsPerProc-1)/loadJobsPerProc)
+	if n := envInt("SHOCKWAVE_LOAD_GOMAXPROCS", 0); n > 0 {
+		// The coordinator's process only (its children keep the default).
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+		t.Logf("GOMAXPROCS of the coordinator's process: %d", n)
+	}
 	if mib := envInt("SHOCKWAVE_LOAD_MEMLIMIT", 0); mib > 0 {
 		// The coordinator's process only, as GOMEMLIMIT would set it for
 		// `shockwave coordinator` (its children keep the default).
@@ -225,7 +230,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	mu.Lock()
 	measuring = true
 	mu.Unlock()
-	start := time.Now()
+	start, sched := time.Now(), schedLatencies()
 	stopProfile := startLoadProfile(t)
 	time.Sleep(time.Duration(window) * time.Second)
 	stopProfile()
@@ -245,6 +250,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	}
 	t.Logf("%d jobs (%d child processes), %d GPUs, %ds rounds, %v window: %d batches applied (%.0f/s of %d/s sent)", jobs, len(children), gpus, round, wall.Round(time.Second), len(l), float64(len(l))/wall.Seconds(), jobs)
 	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
+	t.Logf("coordinator goroutines' waits for a processor: %s", schedSince(sched))
 	t.Logf("job processes CPU: %.1f%% of one core; the machine: %s", 100*jobsCPU.Seconds()/wall.Seconds(), machine)
 	if srv.emb != nil {
 		t.Logf("connections the flood guard disconnected: %d", srv.emb.FloodDisconnects())

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -116,7 +117,10 @@ func (m *Metrics) observeJobs(r *Round, jobs []JobStatus) {
 		m.jobs.WithLabelValues(string(s)).Set(float64(n))
 	}
 	seen := make(map[string]bool, len(r.Plan.Explain))
-	for _, e := range r.Plan.Explain {
+	for i, e := range r.Plan.Explain {
+		if i > 0 && i%jobsPerYield == 0 {
+			runtime.Gosched() // off the loop, which may be waiting for the processor (summary.go)
+		}
 		seen[e.Job] = true
 		m.labeled[e.Job] = true
 		m.rho.WithLabelValues(e.Job).Set(e.ProjectedRho)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -223,30 +221,6 @@ func digest(c *Core) (string, []JobStatus, json.RawMessage) {
 	jobs := c.Jobs()
 	d, pb := digestOf(jobs, c.LastPlan())
 	return d, jobs, pb
-}
-
-// digestOf hashes a job table and a plan; it returns the plan's JSON too.
-func digestOf(jobs []JobStatus, plan *policy.Plan) (string, json.RawMessage) {
-	jb, _ := json.Marshal(jobs)
-	pb, _ := json.Marshal(plan)
-	h := sha256.New()
-	h.Write(jb)
-	h.Write(pb)
-	return hex.EncodeToString(h.Sum(nil)[:16]), pb
-}
-
-// encodeSnapshot gzips the JSON of s: a 2,000-job table is about 600 kB of
-// JSON and 60 kB compressed, well under the KV value limit.
-func encodeSnapshot(s *Snapshot) ([]byte, error) {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if err := json.NewEncoder(zw).Encode(s); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // DecodeSnapshot reads a snapshot as stored in the KV bucket.

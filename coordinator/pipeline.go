@@ -73,6 +73,9 @@ func (t *OpenRound) admit() {
 	}
 	makeCalls(t.pol, t.before)
 	t.before = nil
+	if r, ok := t.pol.(policy.Reserver); ok && len(t.admitted) > 0 {
+		r.Reserve(len(t.admitted)) // the policy grows its tables when they at least double
+	}
 	for i := range t.admitted {
 		t.pol.Admit(&t.admitted[i])
 	}

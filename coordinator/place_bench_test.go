@@ -158,7 +158,7 @@ func BenchmarkBeginTick_FirstRoundOf10000Jobs(b *testing.B) {
 
 // coreWithJobs is a Core on cluster with n ResNet-18 jobs registered at
 // time 0, each of total steps and width() workers.
-func coreWithJobs(b *testing.B, cluster topology.Cluster, p policy.Policy, n int, steps int64, width func() int) *Core {
+func coreWithJobs(b testing.TB, cluster topology.Cluster, p policy.Policy, n int, steps int64, width func() int) *Core {
 	b.Helper()
 	c, err := NewCore(Config{Cluster: cluster, MaxFailedLeases: -1}, p)
 	if err != nil {

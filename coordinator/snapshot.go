@@ -171,12 +171,12 @@ func (img *foldImage) encode() (head, tail []byte, err error) {
 }
 
 func (img *foldImage) encodeHead(e *wire.Encoder) error {
-	last, err := json.Marshal(img.last)
+	last, err := roundJSON(img.last) // off the loop, in yielding pieces (yield.go)
 	if err != nil {
 		return fmt.Errorf("coordinator: snapshot of the last round: %w", err)
 	}
 	slices.SortFunc(img.leases, func(a, b protocol.Lease) int { return strings.Compare(a.Job, b.Job) })
-	leases, err := json.Marshal(img.leases)
+	leases, err := leasesJSON(img.leases)
 	if err != nil {
 		return err
 	}

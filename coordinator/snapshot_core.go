@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -107,7 +108,7 @@ func jobIDs(js []*job) []string {
 
 // append writes the captured state (the Core's part of a snapshot).
 func (img *coreImage) append(e *wire.Encoder) error {
-	plan, err := json.Marshal(img.plan)
+	plan, err := planJSON(img.plan) // off the loop, in yielding pieces (yield.go)
 	if err != nil {
 		return fmt.Errorf("coordinator: snapshot of the last plan: %w", err)
 	}
@@ -116,6 +117,9 @@ func (img *coreImage) append(e *wire.Encoder) error {
 	slices.SortFunc(img.jobs, func(a, b jobImage) int { return strings.Compare(a.j.view.ID, b.j.view.ID) })
 	e.Len(len(img.jobs))
 	for i := range img.jobs {
+		if i > 0 && i%jobsPerYield == 0 {
+			runtime.Gosched()
+		}
 		img.jobs[i].append(e, version)
 	}
 	appendStrs(e, img.pending)

@@ -115,6 +115,30 @@ type Updater interface {
 	Update(j *Job)
 }
 
+// Reserver is implemented by policies that can make room for many
+// admissions at once: the Core calls Reserve(n) before the n admissions
+// of a round boundary. When they at least double the jobs the policy
+// knows (the first round of a large cluster admits thousands), its
+// per-job tables are sized once rather than grown admission by
+// admission. It changes no decision.
+type Reserver interface {
+	Reserve(n int)
+}
+
+// growMap returns m with room for n more entries: a copy into a table
+// sized for them when n is at least len(m) (growing by inserts would copy
+// as much again), m itself otherwise.
+func growMap[K comparable, V any](m map[K]V, n int) map[K]V {
+	if n < max(len(m), 1) {
+		return m
+	}
+	out := make(map[K]V, len(m)+n)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
 // Factory builds a fresh policy instance.
 type Factory func(opts Options) (Policy, error)
 

@@ -173,6 +173,19 @@ func (s *Shockwave) Admit(j *Job) {
 	s.resolve, s.jobsMoved = true, true
 }
 
+// Reserve makes room for n admissions (Reserver).
+func (s *Shockwave) Reserve(n int) {
+	s.meta = growMap(s.meta, n)
+	if s.orderAt != nil {
+		s.orderAt = growMap(s.orderAt, n)
+	}
+	s.order = slices.Grow(s.order, n)
+	if s.online != nil {
+		s.online.jobs = growMap(s.online.jobs, n)
+		s.online.fc.Reserve(n)
+	}
+}
+
 // Remove drops the job's metadata and forces a re-solve.
 func (s *Shockwave) Remove(id string) {
 	if s.online != nil {

@@ -36,13 +36,16 @@ func liveScaleJobs(n int) []*Job {
 // load test's scale: every job admitted in round 0, then rounds in which
 // the jobs the plan runs make progress and report one measurement.
 type liveScale struct {
-	p      *Shockwave
-	jobs   []*Job
-	snap   Snapshot
-	admit  time.Duration   // the Admit calls of round 0
-	first  time.Duration   // round 0's Allocate
-	solved []time.Duration // later rounds that re-solved the market
-	kept   []time.Duration // later rounds that followed the stored plan
+	p     *Shockwave
+	jobs  []*Job
+	snap  Snapshot
+	admit time.Duration // the Admit calls of round 0 (and the Reserve before them)
+	// noReserve admits without Reserve (SHOCKWAVE_BENCH_NO_RESERVE, to
+	// compare)
+	noReserve bool
+	first     time.Duration   // round 0's Allocate
+	solved    []time.Duration // later rounds that re-solved the market
+	kept      []time.Duration // later rounds that followed the stored plan
 	// the same, in CPU time of the benchmark's thread (threadCPU)
 	admitCPU, firstCPU time.Duration
 	solvedCPU, keptCPU []time.Duration
@@ -67,7 +70,8 @@ func newLiveScale(tb testing.TB, jobs, gpus int, dynamic bool) *liveScale {
 	for i := range nodes {
 		nodes[i] = 8
 	}
-	s := &liveScale{p: p, jobs: liveScaleJobs(jobs), dynamic: dynamic, samples: map[string]int64{}}
+	s := &liveScale{p: p, jobs: liveScaleJobs(jobs), dynamic: dynamic, samples: map[string]int64{},
+		noReserve: os.Getenv("SHOCKWAVE_BENCH_NO_RESERVE") != ""}
 	if dynamic {
 		for i, j := range s.jobs {
 			if i%2 == 1 {
@@ -86,6 +90,9 @@ func (s *liveScale) round(tb testing.TB, r int) {
 	s.snap.Round, s.snap.Now = r, float64(r*liveRoundSeconds)
 	if r == 0 {
 		t0, c0 := time.Now(), threadCPU()
+		if !s.noReserve {
+			s.p.Reserve(len(s.jobs)) // as the Core does before a boundary's admissions
+		}
 		for _, j := range s.jobs {
 			j.AdmitTime = s.snap.Now
 			s.p.Admit(j)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -221,5 +222,93 @@ func BenchmarkShockwave_ReadmitAt10000Jobs(b *testing.B) {
 		j := jobs[(i*7919)%len(jobs)]
 		p.Remove(j.ID)
 		p.Admit(j)
+	}
+}
+
+// TestShockwaveReserve_ChangesNoDecision: a policy that made room for its
+// admissions (Reserve, as the Core calls it before a boundary's
+// admissions) plans the same rounds and saves the same state as one that
+// grew as it admitted, through admissions that double what it knows,
+// admissions that do not, removals and a restored state.
+func TestShockwaveReserve_ChangesNoDecision(t *testing.T) {
+	newJob := func(i int) *Job {
+		return &Job{ID: fmt.Sprintf("j%03d", i), Model: "ResNet-18", Workers: 1 + i%2, Priority: 1, InitialBatchSize: 32, BatchSize: 32,
+			DatasetSize: 6400, Throughput: 10 + float64(i%7), TotalSteps: 2000 + int64(i)*10, IsolatedSeconds: 200, LastRun: -1}
+	}
+	grown, reserved := mustShockwave(t), mustShockwave(t)
+	var jobs []*Job
+	admit := func(r, from, to int) {
+		reserved.Reserve(to - from)
+		for i := from; i < to; i++ {
+			j := newJob(i)
+			j.AdmitTime, j.AdmitRound = float64(r*60), r
+			jobs = append(jobs, j)
+			grown.Admit(j)
+			reserved.Admit(j)
+		}
+	}
+	for r := range 6 {
+		switch r {
+		case 0:
+			admit(r, 0, 100) // from nothing
+		case 2:
+			admit(r, 100, 110) // a few: no growth
+		case 3:
+			admit(r, 110, 260) // more than it knows
+			for _, j := range jobs[:20] {
+				grown.Remove(j.ID)
+				reserved.Remove(j.ID)
+			}
+			jobs = jobs[20:]
+		case 4: // a restored policy reserves from its restored tables
+			restored := mustShockwave(t)
+			if err := restored.UnmarshalState(reserved.MarshalState()); err != nil {
+				t.Fatal(err)
+			}
+			reserved = restored
+			admit(r, 260, 600)
+		}
+		snap := Snapshot{Round: r, Now: float64(r * 60), GPUs: 64, RoundSeconds: 60, Jobs: jobs}
+		a, errA := grown.Allocate(&snap)
+		b, errB := reserved.Allocate(&snap)
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("round %d: the plans differ:\n%+v\n%+v", r, a.Run, b.Run)
+		}
+		if !bytes.Equal(grown.MarshalState(), reserved.MarshalState()) {
+			t.Fatalf("round %d: the saved states differ", r)
+		}
+	}
+}
+
+// BenchmarkShockwave_Admit10000Jobs: the first round's 10,000 admissions
+// into a fresh policy, with the Reserve the Core makes before them and
+// without (as before it).
+func BenchmarkShockwave_Admit10000Jobs(b *testing.B) {
+	jobs := make([]*Job, 10_000)
+	for i := range jobs {
+		jobs[i] = &Job{ID: fmt.Sprintf("j%05d", i), Model: "ResNet-18", Workers: 1, Priority: 1, InitialBatchSize: 32, BatchSize: 32,
+			DatasetSize: 6400, Throughput: 1, TotalSteps: 1000, IsolatedSeconds: 1, LastRun: -1}
+	}
+	for _, reserve := range []bool{true, false} {
+		b.Run(map[bool]string{true: "reserved", false: "grown"}[reserve], func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				b.StopTimer()
+				p, err := NewShockwave(DefaultShockwaveConfig())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if reserve {
+					p.Reserve(len(jobs))
+				}
+				for _, j := range jobs {
+					p.Admit(j)
+				}
+			}
+		})
 	}
 }

@@ -15,14 +15,39 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 )
 
 // ErrShort is returned when the input ends inside a value.
 var ErrShort = errors.New("wire: truncated input")
 
-// Encoder appends values to a byte slice.
-type Encoder struct{ buf []byte }
+// Encoder appends values to a byte slice. Each time what it encoded
+// passes another yieldBytes, at the end of a string or a blob, it yields
+// its processor (runtime.Gosched): the coordinator encodes its snapshots
+// on goroutines of their own beside its event loop, and on two cores a
+// goroutine that computes for tens of milliseconds without a pause
+// keeps a processor the loop may be waiting for (coordinator/yield.go).
+// Where nothing else is waiting a yield costs a fraction of a microsecond.
+type Encoder struct {
+	buf  []byte
+	next int // the length at which the encoder next yields
+}
+
+// yieldBytes is how much an Encoder encodes between yields: well under a
+// millisecond of the snapshots' encoding.
+const yieldBytes = 64 << 10
+
+// pace yields the processor when the encoding passed its next mark.
+func (e *Encoder) pace() {
+	if len(e.buf) < e.next {
+		return
+	}
+	if e.next > 0 {
+		runtime.Gosched()
+	}
+	e.next = len(e.buf) + yieldBytes
+}
 
 // Bytes returns what was encoded.
 func (e *Encoder) Bytes() []byte { return e.buf }
@@ -65,12 +90,14 @@ func (e *Encoder) Bool(v bool) {
 func (e *Encoder) Str(s string) {
 	e.U64(uint64(len(s)))
 	e.buf = append(e.buf, s...)
+	e.pace()
 }
 
 // Blob appends a length-prefixed byte slice.
 func (e *Encoder) Blob(b []byte) {
 	e.U64(uint64(len(b)))
 	e.buf = append(e.buf, b...)
+	e.pace()
 }
 
 // Len appends the length of a collection (maps, slices of records).

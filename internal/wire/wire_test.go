@@ -2,8 +2,10 @@ package wire
 
 import (
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -114,4 +116,21 @@ func TestWire_GrowAllocatesOnceAndChangesNoByte(t *testing.T) {
 	}
 	sized.Grow(0)
 	sized.Grow(-1)
+}
+
+// TestEncoder_YieldsAsItEncodes: on one processor, a goroutine made
+// runnable while an encoder works runs before the encoder has encoded
+// two yields' worth, without the encoder blocking on anything.
+func TestEncoder_YieldsAsItEncodes(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var ran atomic.Bool
+	go ran.Store(true)
+	var e Encoder
+	s := strings.Repeat("x", 100)
+	for len(e.Bytes()) < 2*yieldBytes && !ran.Load() {
+		e.Str(s)
+	}
+	if !ran.Load() {
+		t.Fatalf("the waiting goroutine did not run while %d bytes were encoded", len(e.Bytes()))
+	}
 }
