@@ -62,7 +62,9 @@ import (
 // duration; "-1ms": a record per batch; carry.go).
 // SHOCKWAVE_LOAD_NICE=19 runs the emulated cluster's processes at that
 // niceness (loadClusterChild); SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS=N sets the
-// service's snapshot interval (0: its default). Each round's line
+// service's snapshot interval (0: its default);
+// SHOCKWAVE_LOAD_GOMAXPROCS=N sets the coordinator's process's GOMAXPROCS
+// (its children keep the default). Each round's line
 // splits its leases into RUN leases that extend a grant, other RUN leases
 // (started or moved) and SUSPEND leases.
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shockwave-sched/shockwave/internal/wire"
 	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
@@ -244,4 +246,34 @@ func TestYield_TheLongEncodingsLetAWaitingGoroutineRun(t *testing.T) {
 			t.Errorf("%s: the waiting goroutine did not run", enc.name)
 		}
 	}
+}
+
+// BenchmarkRoundSummary_10000Jobs: the writer's work after each round at
+// the load test's shape (10,000 jobs on 320 nodes of 8 GPUs): the
+// digest, the JSON and the compression of the round summary (summarize),
+// and its per-job metrics (observeJobs), as writeSnapshots does them.
+func BenchmarkRoundSummary_10000Jobs(b *testing.B) {
+	p, err := policy.New("shockwave", policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := coreWithJobs(b, topology.Uniform(320, 8), p, 10_000, 100_000, func() int { return 1 })
+	r, err := c.Tick(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := NewMetrics(prometheus.NewRegistry())
+	jobs, plan := c.Jobs(), c.LastPlan()
+	b.ReportAllocs()
+	b.ResetTimer()
+	size := 0
+	for range b.N {
+		m.observeJobs(r, jobs)
+		data, err := summarize(&Snapshot{V: protocol.Version, Jobs: jobs}, plan)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(data)
+	}
+	b.ReportMetric(float64(size), "stored-bytes")
 }
