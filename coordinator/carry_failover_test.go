@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"slices"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/protocol"
+	"github.com/shockwave-sched/shockwave/sdk"
 )
 
 // TestFailover_AStandbyFoldsCarriedRecordsAndTakesOverFromAKilledLeader:
@@ -245,4 +248,96 @@ func lateRecords(t *testing.T, c *cluster, subj protocol.Subjects, epoch, seq ui
 		}
 	}
 	return batch, reg
+}
+
+// TestFailover_ARegistrationInAKilledLeadersOpenRecordIsRetriedWithTheNext:
+// the leader, its carry window 100 ms (the longest allowed), has taken a job's registration into
+// its open record when it is killed (SIGKILL), so the registration never
+// reaches the log and nobody answers it. The job's SDK hears nothing,
+// takes the timeout as "try again", and registers with the standby that
+// took over: the job is registered once, by the new leader, and the new
+// leader's state is the uninterrupted fold of the log.
+func TestFailover_ARegistrationInAKilledLeadersOpenRecordIsRetriedWithTheNext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts coordinator processes")
+	}
+	t.Setenv("SHOCKWAVE_FAILOVER_CARRY", MaxCarryWindow.String())
+	c, p := newPair(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("coordinator logs:\n%s", c.logs.String())
+		}
+	})
+	seen := make(chan struct{}, 4) // the registration as the leader receives it
+	watch, err := c.admin.Subscribe(p.subj.Register(), func(*nats.Msg) { seen <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Unsubscribe()
+	if err := c.admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		job *sdk.Job
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		j, err := sdk.Register(ctx, sdk.WithURL(c.url), sdk.WithJobID("k"), sdk.WithModel("ResNet-18"),
+			sdk.WithBatchSize(32), sdk.WithDatasetSize(50_000), sdk.WithTotalSteps(1_000), sdk.WithRegisterTimeout(50*time.Second))
+		done <- result{j, err}
+	}()
+	select {
+	case <-seen:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job's registration was not sent")
+	}
+	time.Sleep(20 * time.Millisecond) // the leader holds it in its open record
+	killed := time.Now()
+	if err := p.leader.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.leader.Wait()
+	c.waitLeader(p.epoch, p.standby)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(50 * time.Second):
+		t.Fatal("the job's registration was not answered after the takeover")
+	}
+	if r.err != nil {
+		t.Fatalf("the job did not register: %v", r.err)
+	}
+	defer r.job.Close()
+	if len(seen) == 0 {
+		t.Error("the SDK sent its registration once: it should have sent it again once the leader died unanswering")
+	}
+	// The job's registrations in the log, and whether each was stored after
+	// the kill (the server's clock is this process's; the log's older
+	// records may be compacted away, not these).
+	var where []string
+	for _, m := range logRecordsOf(t, c.admin, p.subj.Prefix) {
+		var k bool
+		switch m.Subject {
+		case RegistersSubject(p.subj.Prefix):
+			jobs, err := RegisteredJobs(m.Data)
+			k = err == nil && slices.Contains(jobs, "k")
+		case p.subj.Prefix + "." + logRegister:
+			var reg protocol.Register
+			k = json.Unmarshal(m.Data, &reg) == nil && reg.Job == "k"
+		}
+		if k {
+			where = append(where, fmt.Sprintf("%s, after the kill %v", m.Subject, m.Time.After(killed)))
+		}
+	}
+	if want := []string{RegistersSubject(p.subj.Prefix) + ", after the kill true"}; !slices.Equal(where, want) {
+		t.Errorf("the job's registrations in the log: %v; want %v", where, want)
+	}
+	st := status(t, p.jobs, p.subj)
+	if _, ok := jobRow(st, "k"); !ok {
+		t.Error("the new leader does not know the job")
+	}
+	sameAsTheLog(t, c, p.standby, st)
 }
