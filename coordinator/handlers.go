@@ -205,7 +205,7 @@ func (s *Service) writeSnapshots(ctx context.Context, st *storage) {
 		case <-ctx.Done():
 			return
 		case sum := <-s.snapq:
-			s.m.observeJobs(sum.round, sum.jobs)
+			s.m.observeJobs(sum.round, sum.jobs, s.cfg.JobSeries)
 			snap := sum.snap
 			data, err := summarize(snap, sum.plan)
 			if err == nil {

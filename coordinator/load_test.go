@@ -64,7 +64,9 @@ import (
 // niceness (loadClusterChild); SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS=N sets the
 // service's snapshot interval (0: its default);
 // SHOCKWAVE_LOAD_GOMAXPROCS=N sets the coordinator's process's GOMAXPROCS
-// (its children keep the default). Each round's line
+// (its children keep the default); SHOCKWAVE_LOAD_SCRAPE=DURATION scrapes
+// /metrics at that interval, as Prometheus would (load_scrape_test.go).
+// Each round's line
 // splits its leases into RUN leases that extend a grant, other RUN leases
 // (started or moved) and SUSPEND leases.
 
@@ -181,6 +183,11 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 			times.SolveBegan.Sub(times.Opened), times.Solve, times.Admitted, times.PlanAsked.Sub(times.SolveBegan)-times.Solve,
 			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed), times.GCCycles)
 	}
+	var scraper *loadScraper
+	if v := os.Getenv("SHOCKWAVE_LOAD_SCRAPE"); v != "" {
+		scraper = newLoadScraper()
+		cfg.Metrics = NewMetrics(scraper.reg)
+	}
 	svc, err := NewService(nc, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +197,14 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- svc.Run(ctx) }()
 	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
+	if scraper != nil {
+		every, err := time.ParseDuration(os.Getenv("SHOCKWAVE_LOAD_SCRAPE"))
+		if err != nil || every <= 0 {
+			t.Fatalf("SHOCKWAVE_LOAD_SCRAPE=%q: want a positive duration", os.Getenv("SHOCKWAVE_LOAD_SCRAPE"))
+		}
+		scraper.start(svc, every)
+		defer scraper.report(t)
+	}
 
 	var children []*exec.Cmd
 	var exited <-chan error

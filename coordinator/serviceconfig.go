@@ -86,6 +86,11 @@ type ServiceConfig struct {
 	Logger *zerolog.Logger
 	// Metrics receives the metrics (nil: a private registry).
 	Metrics *Metrics
+	// JobSeries is how many jobs get per-job metric series (ρ and the
+	// forecast): those with the highest projected ρ. 0 means
+	// DefaultJobSeries, a negative number none; the quantiles of ρ
+	// (shockwave_jobs_rho) cover every job either way.
+	JobSeries int
 
 	// AgentTimeout is how long a node agent may send no heartbeat before
 	// its node leaves the cluster (default DefaultAgentTimeout).
@@ -206,6 +211,9 @@ func (c *ServiceConfig) validate() error {
 	}
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
+	}
+	if c.JobSeries == 0 {
+		c.JobSeries = DefaultJobSeries
 	}
 	return nil
 }

@@ -268,7 +268,7 @@ func BenchmarkRoundSummary_10000Jobs(b *testing.B) {
 	b.ResetTimer()
 	size := 0
 	for range b.N {
-		m.observeJobs(r, jobs)
+		m.observeJobs(r, jobs, DefaultJobSeries)
 		data, err := summarize(&Snapshot{V: protocol.Version, Jobs: jobs}, plan)
 		if err != nil {
 			b.Fatal(err)

@@ -41,7 +41,7 @@ type coordFlags struct {
 	auth, token, tokenFile, logFormat, logLevel, info                  string
 	tlsCert, tlsKey, tlsCA, nodes, cluster                             string
 	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient, leaseRounds int
-	floodLimit                                                         int
+	floodLimit, jobSeries                                              int
 	round, jobTimeout, leaseGrace, leaderTTL                           time.Duration
 	agentTimeout, carryWindow                                          time.Duration
 	agents                                                             bool
@@ -106,6 +106,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.floodLimit, "flood-limit", coordinator.DefaultFloodLimit, "embedded server: disconnect a job connection that publishes more than this many messages (or KiB) a second, and revoke its credential in creds mode or refuse its address new connections for a cooldown (0: off)")
 	fs.IntVar(&f.maxJobsPerClient, "max-jobs-per-client", coordinator.DefaultMaxJobsPerClient, "refuse new jobs from a client (connection, or user in creds mode) that registered this many")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 0, "a standby takes over after the leader was silent this long (default two rounds, between 1s and 5s)")
+	fs.IntVar(&f.jobSeries, "job-metrics", coordinator.DefaultJobSeries, "export per-job metric series (shockwave_job_rho, shockwave_job_forecast_remaining_seconds) for at most this many jobs, those with the highest projected ρ (0: none; shockwave_jobs_rho gives ρ's quantiles over every job)")
 	fs.DurationVar(&f.carryWindow, "carry-window", time.Millisecond, "append the event batches node agents carry, and the registrations, to the log together: those that arrive within this long of the first of them to one record (at most 100ms; 0 or negative: one record each)")
 	fs.BoolVar(&f.gcHold, "gc-hold", true, "raise the Go collector's percent (GOGC) fourfold from half a second (a tenth of the round when shorter) before each round's tick until its leases are sent, so that no collection slows the round (false: leave the collector alone)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or console")
@@ -243,6 +244,14 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	// job's own credentials are the only way in.
 	cfg.AgentsCarryResidents = mode != coordinator.AuthCreds && f.authority == "" && f.natsCreds == ""
 	cfg.KeepGCPercent = !f.gcHold
+	switch {
+	case f.jobSeries < 0:
+		return cfg, "", fmt.Errorf("--job-metrics %d: the number of jobs with per-job series may not be negative (0: none)", f.jobSeries)
+	case f.jobSeries == 0:
+		cfg.JobSeries = -1
+	default:
+		cfg.JobSeries = f.jobSeries
+	}
 	cfg.CarryWindow = f.carryWindow
 	if f.carryWindow > coordinator.MaxCarryWindow {
 		return cfg, "", fmt.Errorf("--carry-window %v: the carry window may be at most %v", f.carryWindow, coordinator.MaxCarryWindow)

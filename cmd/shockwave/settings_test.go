@@ -140,6 +140,27 @@ func TestCoordinator_CarryWindowIsAMillisecondUnlessSet(t *testing.T) {
 	}
 }
 
+// TestCoordinator_JobMetricsBoundsThePerJobSeries: --job-metrics sets how
+// many jobs get per-job series (1,000 unless set; 0: none, which the
+// service reads as a negative count), and a negative count is refused.
+func TestCoordinator_JobMetricsBoundsThePerJobSeries(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{{nil, coordinator.DefaultJobSeries}, {[]string{"--job-metrics", "50"}, 50}, {[]string{"--job-metrics", "0"}, -1}} {
+		cfg, err := coordinatorConfig(t, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.JobSeries != c.want {
+			t.Errorf("%v: JobSeries %d, want %d", c.args, cfg.JobSeries, c.want)
+		}
+	}
+	if _, err := coordinatorConfig(t, "--job-metrics", "-2"); err == nil || !strings.Contains(err.Error(), "--job-metrics -2") {
+		t.Errorf("--job-metrics -2: %v, want an error naming the flag", err)
+	}
+}
+
 func TestSimulate_ReallocateOnChangeIsOffUnlessAsked(t *testing.T) {
 	args := []string{"simulate", "--generate", "30", "--gpus", "16", "--policy", "gavel", "--format", "json"}
 	_, off, e1 := runCLI(args...)
