@@ -11,12 +11,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// loadScraper scrapes the service's /metrics every interval, as a
-// Prometheus server would (SHOCKWAVE_LOAD_SCRAPE=DURATION in the load
-// test): the handler `shockwave coordinator --metrics-addr` serves, on the
-// registry it builds (the service's metrics, the Go and process
-// collectors), served in this process without the network.
+// loadScraper gets a path of the service's HTTP handler every interval:
+// /metrics as a Prometheus server would (SHOCKWAVE_LOAD_SCRAPE=DURATION in
+// the load test), or /api/state as the web view does
+// (SHOCKWAVE_LOAD_WEB=DURATION). The handler is the one `shockwave
+// coordinator --http` serves, on the registry it builds (the service's
+// metrics, the Go and process collectors), served in this process without
+// the network.
 type loadScraper struct {
+	path string
 	reg  *prometheus.Registry
 	mu   sync.Mutex
 	took []time.Duration
@@ -27,10 +30,10 @@ type loadScraper struct {
 
 // newLoadScraper returns a scraper and the registry the service's
 // metrics go in.
-func newLoadScraper() *loadScraper {
+func newLoadScraper(path string) *loadScraper {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &loadScraper{reg: reg, stop: make(chan struct{}), done: make(chan struct{})}
+	return &loadScraper{path: path, reg: reg, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // start scrapes svc every interval until stopped.
@@ -48,7 +51,7 @@ func (l *loadScraper) start(svc *Service, interval time.Duration) {
 			}
 			rec := httptest.NewRecorder()
 			start := time.Now()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			h.ServeHTTP(rec, httptest.NewRequest("GET", l.path, nil))
 			took := time.Since(start)
 			l.mu.Lock()
 			l.took, l.size = append(l.took, took), rec.Body.Len()
@@ -64,9 +67,9 @@ func (l *loadScraper) report(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.took) == 0 {
-		t.Log("/metrics scrapes: none")
+		t.Logf("%s: no request", l.path)
 		return
 	}
 	s := slices.Sorted(slices.Values(l.took))
-	t.Logf("/metrics scrapes: %d, p50 %v, max %v, %d bytes", len(s), s[len(s)/2], s[len(s)-1], l.size)
+	t.Logf("%s requests: %d, p50 %v, max %v, %d bytes", l.path, len(s), s[len(s)/2], s[len(s)-1], l.size)
 }

@@ -65,7 +65,9 @@ import (
 // service's snapshot interval (0: its default);
 // SHOCKWAVE_LOAD_GOMAXPROCS=N sets the coordinator's process's GOMAXPROCS
 // (its children keep the default); SHOCKWAVE_LOAD_SCRAPE=DURATION scrapes
-// /metrics at that interval, as Prometheus would (load_scrape_test.go).
+// /metrics at that interval, as Prometheus would, and
+// SHOCKWAVE_LOAD_WEB=DURATION gets /api/state, as the web view does
+// (load_scrape_test.go).
 // Each round's line
 // splits its leases into RUN leases that extend a grant, other RUN leases
 // (started or moved) and SUSPEND leases.
@@ -184,8 +186,13 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 			times.PlanBack.Sub(times.PlanAsked), times.Closed.Sub(times.PlanBack), times.Published.Sub(times.Closed), times.GCCycles)
 	}
 	var scraper *loadScraper
-	if v := os.Getenv("SHOCKWAVE_LOAD_SCRAPE"); v != "" {
-		scraper = newLoadScraper()
+	scrapeEnv := "SHOCKWAVE_LOAD_SCRAPE"
+	if os.Getenv(scrapeEnv) != "" {
+		scraper = newLoadScraper("/metrics")
+	} else if scrapeEnv = "SHOCKWAVE_LOAD_WEB"; os.Getenv(scrapeEnv) != "" {
+		scraper = newLoadScraper("/api/state")
+	}
+	if scraper != nil {
 		cfg.Metrics = NewMetrics(scraper.reg)
 	}
 	svc, err := NewService(nc, cfg)
@@ -198,12 +205,11 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	go func() { stopped <- svc.Run(ctx) }()
 	eventually(t, 10*time.Second, "the service serves", func() bool { return svc.Health().OK })
 	if scraper != nil {
-		every, err := time.ParseDuration(os.Getenv("SHOCKWAVE_LOAD_SCRAPE"))
+		every, err := time.ParseDuration(os.Getenv(scrapeEnv))
 		if err != nil || every <= 0 {
-			t.Fatalf("SHOCKWAVE_LOAD_SCRAPE=%q: want a positive duration", os.Getenv("SHOCKWAVE_LOAD_SCRAPE"))
+			t.Fatalf("%s=%q: want a positive duration", scrapeEnv, os.Getenv(scrapeEnv))
 		}
 		scraper.start(svc, every)
-		defer scraper.report(t)
 	}
 
 	var children []*exec.Cmd
@@ -268,6 +274,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	t.Logf("%d jobs (%d child processes), %d GPUs, %ds rounds, %v window: %d batches applied (%.0f/s of %d/s sent)", jobs, len(children), gpus, round, wall.Round(time.Second), len(l), float64(len(l))/wall.Seconds(), jobs)
 	t.Logf("coordinator CPU: %.1f%% of one core (%v CPU in %v)", 100*cpu.Seconds()/wall.Seconds(), cpu.Round(time.Millisecond), wall.Round(time.Millisecond))
 	t.Logf("coordinator goroutines' waits for a processor: %s", schedSince(sched))
+	if scraper != nil {
+		scraper.report(t) // stopped with the window
+	}
 	t.Logf("job processes CPU: %.1f%% of one core; the machine: %s", 100*jobsCPU.Seconds()/wall.Seconds(), machine)
 	if srv.emb != nil {
 		t.Logf("connections the flood guard disconnected: %d", srv.emb.FloodDisconnects())
