@@ -20,8 +20,10 @@ import (
 //go:embed web
 var webAssets embed.FS
 
-// MaxWebRounds is how many recent rounds the web view's timeline keeps.
-const MaxWebRounds = 240
+// MaxWebRounds is how many recent rounds the web view's timeline keeps:
+// those the page draws. Each round carries its grants, about 2,000 a round
+// at 10,000 jobs, and every poll sends them all (docs/scale.md, session 20).
+const MaxWebRounds = 80
 
 // WebState is what the web view polls (GET /api/state): the status reply
 // (its nodes and each job's devices included) and the rounds this

@@ -196,7 +196,7 @@ function drawPlan(st) {
 // The timeline: one row per job, one column per round; a filled cell means
 // the job held a RUN lease that round. Below, each round's solve time.
 function drawTimeline(state) {
-  const rounds = (state.rounds || []).slice(-80);
+  const rounds = (state.rounds || []).slice(-80); // the coordinator keeps as many (MaxWebRounds)
   const box = document.getElementById("timeline");
   if (rounds.length === 0) {
     box.replaceChildren(el("p", {}, "no round since this coordinator started"));
