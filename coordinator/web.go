@@ -26,8 +26,8 @@ var webAssets embed.FS
 const MaxWebRounds = 80
 
 // WebState is what the web view polls (GET /api/state): the status reply
-// (its nodes and each job's devices included) and the rounds this
-// coordinator scheduled since it started, oldest first.
+// (its nodes and each job's devices included) and the newest rounds this
+// coordinator scheduled (MaxWebRounds at most), oldest first.
 type WebState struct {
 	Status protocol.StatusReply `json:"status"`
 	Rounds []RoundSummary       `json:"rounds"`
