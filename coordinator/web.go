@@ -1,15 +1,20 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -31,6 +36,61 @@ const MaxWebRounds = 80
 type WebState struct {
 	Status protocol.StatusReply `json:"status"`
 	Rounds []RoundSummary       `json:"rounds"`
+	// JobsTotal is how many jobs the coordinator knows; Status.Jobs holds
+	// WebJobs of them at most (limit), the plan explains those, and the
+	// rounds list their grants.
+	JobsTotal int `json:"jobs_total"`
+}
+
+// WebJobs is how many jobs /api/state shows unless the request asks for
+// another number (?jobs=N): at 10,000 jobs the whole state was 9.2 MB,
+// 23–73 ms to encode every poll (docs/scale.md, session 20).
+const WebJobs = 500
+
+// limit keeps n jobs of a larger state: the unfinished ones furthest from
+// their fair share first (highest projected ρ), then by id; the plan's
+// explanations and the rounds' grants of the others are left out. A state
+// of n jobs or fewer is returned as it is, in the status reply's order. It
+// copies what it changes: the plan and the rounds are shared.
+func (st WebState) limit(n int) WebState {
+	st.JobsTotal = len(st.Status.Jobs)
+	if len(st.Status.Jobs) <= n {
+		return st
+	}
+	rho := map[string]float64{}
+	if p := st.Status.Plan; p != nil {
+		for _, e := range p.Explain {
+			rho[e.Job] = e.ProjectedRho
+		}
+	}
+	ended := func(j protocol.JobInfo) int {
+		if slices.Contains([]JobState{Completed, Failed, Expired}, JobState(j.State)) {
+			return 1
+		}
+		return 0
+	}
+	jobs := slices.Clone(st.Status.Jobs)
+	slices.SortStableFunc(jobs, func(a, b protocol.JobInfo) int {
+		return cmp.Or(cmp.Compare(ended(a), ended(b)), cmp.Compare(rho[b.Job], rho[a.Job]), strings.Compare(a.Job, b.Job))
+	})
+	jobs = jobs[:n]
+	shown := make(map[string]bool, n)
+	for _, j := range jobs {
+		shown[j.Job] = true
+	}
+	st.Status.Jobs = jobs
+	if p := st.Status.Plan; p != nil {
+		q := *p
+		q.Explain = slices.DeleteFunc(slices.Clone(p.Explain), func(e policy.Explanation) bool { return !shown[e.Job] })
+		st.Status.Plan = &q
+	}
+	rounds := make([]RoundSummary, len(st.Rounds))
+	for i, r := range st.Rounds {
+		r.Run = slices.DeleteFunc(slices.Clone(r.Run), func(g RoundGrant) bool { return !shown[g.Job] })
+		rounds[i] = r
+	}
+	st.Rounds = rounds
+	return st
 }
 
 // RoundSummary is one round of the web view's timeline.
@@ -99,17 +159,27 @@ func mountWeb(mux *http.ServeMux, s *Service) {
 	mux.Handle("GET /app.js", secured(files))
 	mux.Handle("GET /style.css", secured(files))
 	mux.Handle("GET /api/state", secured(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		n := WebJobs
+		if v := r.URL.Query().Get("jobs"); v != "" {
+			k, err := strconv.Atoi(v)
+			if err != nil || k < 1 {
+				w.WriteHeader(http.StatusBadRequest)
+				_ = json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf("jobs=%q: want a positive number of jobs to show", v)})
+				return
+			}
+			n = k
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
 		st, err := s.WebState(ctx)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
 		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(st)
+		_ = json.NewEncoder(w).Encode(st.limit(n))
 	})))
 }
 

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"image/png"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shockwave-sched/shockwave/internal/headless"
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
 )
@@ -118,6 +121,78 @@ func TestWeb_StateHasTheJobTablePlanAndTheRoundsSinceStart(t *testing.T) {
 	for i := 1; i < len(st.Rounds); i++ {
 		if st.Rounds[i].Round <= st.Rounds[i-1].Round {
 			t.Errorf("rounds out of order: %d then %d", st.Rounds[i-1].Round, st.Rounds[i].Round)
+		}
+	}
+}
+
+// TestWeb_ALargeStateShowsTheJobsFurthestFromTheirShare: a state of more
+// jobs than the view shows keeps the unfinished ones with the highest
+// projected ρ (ties by id), the plan's explanations and the rounds' grants
+// of those, and the total; it leaves the state it was given as it was,
+// and a state no larger than the limit is returned in its own order.
+func TestWeb_ALargeStateShowsTheJobsFurthestFromTheirShare(t *testing.T) {
+	jobs := []protocol.JobInfo{{Job: "d", State: "completed"}, {Job: "a", State: "active"}, {Job: "c", State: "pending"},
+		{Job: "b", State: "active"}, {Job: "e", State: "active"}}
+	plan := &policy.Plan{Run: []string{"a", "b"}, Explain: []policy.Explanation{{Job: "a", ProjectedRho: 1.2}, {Job: "b", ProjectedRho: 2},
+		{Job: "c", ProjectedRho: 1.2}, {Job: "d", ProjectedRho: 9}, {Job: "e", ProjectedRho: 0.5}}}
+	rounds := []RoundSummary{{Round: 1, Run: []RoundGrant{{Job: "a"}, {Job: "d"}}}, {Round: 2, Run: []RoundGrant{{Job: "b"}, {Job: "e"}}}}
+	st := WebState{Status: protocol.StatusReply{Jobs: slices.Clone(jobs), Plan: plan}, Rounds: rounds}
+	before, _ := json.Marshal(st)
+
+	got := st.limit(3)
+	var ids, explained []string
+	for _, j := range got.Status.Jobs {
+		ids = append(ids, j.Job)
+	}
+	for _, e := range got.Status.Plan.Explain {
+		explained = append(explained, e.Job)
+	}
+	if !slices.Equal(ids, []string{"b", "a", "c"}) || got.JobsTotal != 5 {
+		t.Errorf("shown %v of %d; want b, a, c of 5 (the unfinished, worst ρ first, ties by id)", ids, got.JobsTotal)
+	}
+	if !slices.Equal(explained, []string{"a", "b", "c"}) || !slices.Equal(got.Status.Plan.Run, plan.Run) {
+		t.Errorf("plan explains %v, runs %v", explained, got.Status.Plan.Run)
+	}
+	if len(got.Rounds) != 2 || len(got.Rounds[0].Run) != 1 || got.Rounds[0].Run[0].Job != "a" || len(got.Rounds[1].Run) != 1 || got.Rounds[1].Run[0].Job != "b" {
+		t.Errorf("rounds %+v; want a's grant, then b's", got.Rounds)
+	}
+	if after, _ := json.Marshal(st); !bytes.Equal(before, after) {
+		t.Errorf("limit changed the state it was given:\n%s\n%s", before, after)
+	}
+	all := st.limit(5)
+	if all.JobsTotal != 5 || len(all.Status.Jobs) != 5 || all.Status.Jobs[0].Job != "d" || len(all.Status.Plan.Explain) != 5 {
+		t.Errorf("a state within the limit came back as %+v", all.Status.Jobs)
+	}
+}
+
+// TestWeb_StateShowsTheJobsAskedFor: /api/state?jobs=N shows N jobs of the
+// coordinator's and says how many there are; a count that is not a
+// positive number is a 400 naming it.
+func TestWeb_StateShowsTheJobsAskedFor(t *testing.T) {
+	_, srv := webCluster(t)
+	eventually(t, 10*time.Second, "a plan", func() bool { return getState(t, srv).Status.Plan != nil })
+	res, err := http.Get(srv.URL + "/api/state?jobs=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st WebState
+	err = json.NewDecoder(res.Body).Decode(&st)
+	res.Body.Close()
+	if err != nil || len(st.Status.Jobs) != 2 || st.JobsTotal != 3 {
+		t.Fatalf("?jobs=2: %d jobs of %d (%v)", len(st.Status.Jobs), st.JobsTotal, err)
+	}
+	if all := getState(t, srv); len(all.Status.Jobs) != 3 || all.JobsTotal != 3 {
+		t.Errorf("by default: %d jobs of %d", len(all.Status.Jobs), all.JobsTotal)
+	}
+	for _, bad := range []string{"0", "-1", "many"} {
+		res, err := http.Get(srv.URL + "/api/state?jobs=" + bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "jobs=") {
+			t.Errorf("?jobs=%s: %s %s", bad, res.Status, body)
 		}
 	}
 }

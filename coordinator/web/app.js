@@ -235,25 +235,26 @@ function drawTimeline(state) {
   box.replaceChildren(s);
 }
 
-function drawHeader(st) {
+function drawHeader(st, total) {
+  const shown = (st.jobs || []).length;
+  const jobs = total > shown ? `${total} jobs (the ${shown} furthest from their fair share shown)` : `${shown} jobs`;
   const parts = [`policy ${st.policy}`, `${st.gpus} GPUs`, `${st.round_seconds} s rounds`, `next round ${st.round}`,
-    `log record ${st.log_seq}`, `${(st.jobs || []).length} jobs`];
+    `log record ${st.log_seq}`, jobs];
   document.getElementById("summary").textContent = parts.join(" · ");
   const live = document.getElementById("live");
   live.textContent = st.recovering ? "replaying its log" : `live · ${new Date().toLocaleTimeString()}`;
   live.className = st.recovering ? "badge warn" : "badge ok";
 }
 
-function interval(st) {
+function interval(st, total) {
   const r = (st && st.round_seconds) || 4;
   const base = Math.min(5000, Math.max(500, (1000 * r) / 4));
-  // A large cluster's state is megabytes for the coordinator to build and
-  // encode, and for the page to draw: at 10,000 jobs, polling every 1.25 s
-  // took the coordinator's event p99 past its 10 ms target (docs/scale.md,
-  // session 20). So a poll waits at least a millisecond per job (15 s at
-  // most).
-  const jobs = (st && st.jobs && st.jobs.length) || 0;
-  return Math.max(base, Math.min(15000, jobs));
+  // A large cluster's state costs the coordinator to build (on its event
+  // loop) even when it sends a few hundred jobs of it: at 10,000 jobs,
+  // polling every 1.25 s took the coordinator's event p99 past its 10 ms
+  // target (docs/scale.md, session 20). So a poll waits at least a
+  // millisecond per job (15 s at most).
+  return Math.max(base, Math.min(15000, total || 0));
 }
 
 async function refresh() {
@@ -263,7 +264,7 @@ async function refresh() {
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
     const state = await res.json();
     const st = state.status;
-    drawHeader(st);
+    drawHeader(st, state.jobs_total);
     drawCluster(st);
     drawJobs(st);
     drawPlan(st);
@@ -272,7 +273,7 @@ async function refresh() {
     failures = 0;
     document.body.dataset.round = String(st.round);
     document.body.dataset.updates = String(updates);
-    wait = interval(st);
+    wait = interval(st, state.jobs_total);
   } catch (err) {
     failures++;
     const live = document.getElementById("live");
