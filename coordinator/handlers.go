@@ -106,13 +106,17 @@ func (s *Service) answerStatus(req statusRequest) {
 	rep := protocol.StatusReply{V: protocol.Version, Policy: s.cfg.Policy, GPUs: s.cfg.Core.GPUs,
 		RoundSeconds: s.cfg.Core.RoundSeconds, Round: s.nextRound(), Now: s.fold.now,
 		Recovering: !s.live, LogSeq: s.fold.seq, Jobs: []protocol.JobInfo{}}
+	total := 0
 	if c := s.fold.core; c != nil {
 		rep.GPUs = c.GPUs()
-		if req.req.Job != "" {
+		switch {
+		case req.req.Job != "":
 			if st, ok := c.Job(req.req.Job); ok {
 				rep.Jobs = append(rep.Jobs, st)
 			}
-		} else {
+		case req.web != nil:
+			rep.Jobs, total = c.ShownJobs(req.shown)
+		default:
 			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
 		rep.Plan = c.LastPlan()
@@ -120,7 +124,7 @@ func (s *Service) answerStatus(req statusRequest) {
 		s.fold.annotate(rep.Nodes, rep.Jobs)
 	}
 	if req.web != nil {
-		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds)}
+		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds), JobsTotal: total}
 		return
 	}
 	go s.respond(req.msg, rep)

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"cmp"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -170,14 +169,7 @@ func worstRho(explain []policy.Explanation, limit int) []policy.Explanation {
 	if len(explain) <= limit {
 		return explain
 	}
-	out := slices.Clone(explain)
-	slices.SortFunc(out, func(a, b policy.Explanation) int {
-		if c := cmp.Compare(b.ProjectedRho, a.ProjectedRho); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Job, b.Job)
-	})
-	return out[:limit]
+	return highestRho(explain, limit, nil)
 }
 
 // observeRhos sets the quantiles of ρ (none: the series are removed).

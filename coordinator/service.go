@@ -98,9 +98,10 @@ type Service struct {
 }
 
 type statusRequest struct {
-	msg *nats.Msg
-	req *protocol.StatusRequest
-	web chan<- WebState // set for the web view instead of msg
+	msg   *nats.Msg
+	req   *protocol.StatusRequest
+	web   chan<- WebState // set for the web view instead of msg
+	shown int             // the web view: the rows of the job table it shows
 }
 
 // NewService returns a service that will talk over nc. Run starts it.

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/shockwave-sched/shockwave/policy"
@@ -47,38 +45,18 @@ type WebState struct {
 // 23–73 ms to encode every poll (docs/scale.md, session 20).
 const WebJobs = 500
 
-// limit keeps n jobs of a larger state: the unfinished ones furthest from
-// their fair share first (highest projected ρ), then by id; the plan's
-// explanations and the rounds' grants of the others are left out. A state
-// of n jobs or fewer is returned as it is, in the status reply's order. It
-// copies what it changes: the plan and the rounds are shared.
-func (st WebState) limit(n int) WebState {
-	st.JobsTotal = len(st.Status.Jobs)
-	if len(st.Status.Jobs) <= n {
+// trim leaves out of a state whose job table the loop cut (Core.ShownJobs)
+// the plan's explanations and the rounds' grants of the jobs not shown. A
+// whole table is returned as it is. It copies what it changes: the plan
+// and the rounds are shared.
+func (st WebState) trim() WebState {
+	if st.JobsTotal <= len(st.Status.Jobs) {
 		return st
 	}
-	rho := map[string]float64{}
-	if p := st.Status.Plan; p != nil {
-		for _, e := range p.Explain {
-			rho[e.Job] = e.ProjectedRho
-		}
-	}
-	ended := func(j protocol.JobInfo) int {
-		if slices.Contains([]JobState{Completed, Failed, Expired}, JobState(j.State)) {
-			return 1
-		}
-		return 0
-	}
-	jobs := slices.Clone(st.Status.Jobs)
-	slices.SortStableFunc(jobs, func(a, b protocol.JobInfo) int {
-		return cmp.Or(cmp.Compare(ended(a), ended(b)), cmp.Compare(rho[b.Job], rho[a.Job]), strings.Compare(a.Job, b.Job))
-	})
-	jobs = jobs[:n]
-	shown := make(map[string]bool, n)
-	for _, j := range jobs {
+	shown := make(map[string]bool, len(st.Status.Jobs))
+	for _, j := range st.Status.Jobs {
 		shown[j.Job] = true
 	}
-	st.Status.Jobs = jobs
 	if p := st.Status.Plan; p != nil {
 		q := *p
 		q.Explain = slices.DeleteFunc(slices.Clone(p.Explain), func(e policy.Explanation) bool { return !shown[e.Job] })
@@ -135,16 +113,17 @@ func (w *webLog) add(rd *Round, solve time.Duration) {
 
 // WebState asks the loop for the web view's state; it fails when the loop
 // does not answer before ctx ends or is too busy to queue the request.
-func (s *Service) WebState(ctx context.Context) (WebState, error) {
+// It shows jobs rows of the job table at most (Core.ShownJobs).
+func (s *Service) WebState(ctx context.Context, jobs int) (WebState, error) {
 	ch := make(chan WebState, 1)
 	select {
-	case s.statusq <- statusRequest{req: &protocol.StatusRequest{V: protocol.Version}, web: ch}:
+	case s.statusq <- statusRequest{req: &protocol.StatusRequest{V: protocol.Version}, web: ch, shown: jobs}:
 	default:
 		return WebState{}, errors.New("coordinator busy; retry")
 	}
 	select {
 	case st := <-ch:
-		return st, nil
+		return st.trim(), nil
 	case <-ctx.Done():
 		return WebState{}, ctx.Err()
 	}
@@ -173,13 +152,13 @@ func mountWeb(mux *http.ServeMux, s *Service) {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
-		st, err := s.WebState(ctx)
+		st, err := s.WebState(ctx, n)
 		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(st.limit(n))
+		_ = json.NewEncoder(w).Encode(st)
 	})))
 }
 

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,43 +126,74 @@ func TestWeb_StateHasTheJobTablePlanAndTheRoundsSinceStart(t *testing.T) {
 	}
 }
 
-// TestWeb_ALargeStateShowsTheJobsFurthestFromTheirShare: a state of more
-// jobs than the view shows keeps the unfinished ones with the highest
-// projected ρ (ties by id), the plan's explanations and the rounds' grants
-// of those, and the total; it leaves the state it was given as it was,
-// and a state no larger than the limit is returned in its own order.
-func TestWeb_ALargeStateShowsTheJobsFurthestFromTheirShare(t *testing.T) {
-	jobs := []protocol.JobInfo{{Job: "d", State: "completed"}, {Job: "a", State: "active"}, {Job: "c", State: "pending"},
-		{Job: "b", State: "active"}, {Job: "e", State: "active"}}
-	plan := &policy.Plan{Run: []string{"a", "b"}, Explain: []policy.Explanation{{Job: "a", ProjectedRho: 1.2}, {Job: "b", ProjectedRho: 2},
-		{Job: "c", ProjectedRho: 1.2}, {Job: "d", ProjectedRho: 9}, {Job: "e", ProjectedRho: 0.5}}}
-	rounds := []RoundSummary{{Round: 1, Run: []RoundGrant{{Job: "a"}, {Job: "d"}}}, {Round: 2, Run: []RoundGrant{{Job: "b"}, {Job: "e"}}}}
-	st := WebState{Status: protocol.StatusReply{Jobs: slices.Clone(jobs), Plan: plan}, Rounds: rounds}
-	before, _ := json.Marshal(st)
-
-	got := st.limit(3)
-	var ids, explained []string
-	for _, j := range got.Status.Jobs {
-		ids = append(ids, j.Job)
+// TestWeb_ALargeTableShowsTheJobsFurthestFromTheirShare: cut to n rows,
+// the job table keeps the unfinished jobs with the highest projected ρ of
+// the last plan (ties by id), then ended jobs; cut, the web state keeps
+// the explanations and the grants of those alone and leaves the state it
+// was given as it was; a table of n rows or fewer is the whole table in
+// its own order.
+func TestWeb_ALargeTableShowsTheJobsFurthestFromTheirShare(t *testing.T) {
+	p, err := policy.New("shockwave", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	w := 0
+	c := coreWithJobs(t, topology.Uniform(2, 2), p, 9, 1000, func() int { w++; return 1 + w%2 })
+	if _, err := c.Tick(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EndJob(1, "job-8", Completed, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Tick(60); err != nil {
+		t.Fatal(err)
+	}
+	unfinished := slices.Clone(c.LastPlan().Explain)
+	slices.SortFunc(unfinished, func(a, b policy.Explanation) int {
+		if a.ProjectedRho != b.ProjectedRho {
+			return cmp.Compare(b.ProjectedRho, a.ProjectedRho)
+		}
+		return strings.Compare(a.Job, b.Job)
+	})
+	if len(unfinished) != 8 || unfinished[0].ProjectedRho == unfinished[7].ProjectedRho {
+		t.Fatalf("the plan explains %d jobs, ρ %v to %v", len(unfinished), unfinished[0].ProjectedRho, unfinished[len(unfinished)-1].ProjectedRho)
+	}
+	rows, total := c.ShownJobs(3)
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r.Job)
+	}
+	if want := []string{unfinished[0].Job, unfinished[1].Job, unfinished[2].Job}; !slices.Equal(ids, want) || total != 9 {
+		t.Errorf("shown %v of %d; want %v of 9", ids, total, want)
+	}
+	if rows, _ := c.ShownJobs(8); rows[7].Job != unfinished[7].Job {
+		t.Errorf("the eighth row is %s; want the last unfinished job, %s, before the ended one", rows[7].Job, unfinished[7].Job)
+	}
+	if rows, total := c.ShownJobs(9); !slices.EqualFunc(rows, c.Jobs(), func(a, b JobStatus) bool { return a.Job == b.Job }) || total != 9 {
+		t.Errorf("a table within the limit is not the whole table in its order")
+	}
+
+	plan := &policy.Plan{Run: []string{"a", "b"}, Explain: []policy.Explanation{{Job: "a"}, {Job: "b"}, {Job: "c"}, {Job: "d"}}}
+	rounds := []RoundSummary{{Round: 1, Run: []RoundGrant{{Job: "a"}, {Job: "d"}}}, {Round: 2, Run: []RoundGrant{{Job: "b"}, {Job: "c"}}}}
+	st := WebState{Status: protocol.StatusReply{Jobs: []protocol.JobInfo{{Job: "b"}, {Job: "a"}}, Plan: plan}, Rounds: rounds, JobsTotal: 4}
+	before, _ := json.Marshal(st)
+	got := st.trim()
+	var explained []string
 	for _, e := range got.Status.Plan.Explain {
 		explained = append(explained, e.Job)
 	}
-	if !slices.Equal(ids, []string{"b", "a", "c"}) || got.JobsTotal != 5 {
-		t.Errorf("shown %v of %d; want b, a, c of 5 (the unfinished, worst ρ first, ties by id)", ids, got.JobsTotal)
-	}
-	if !slices.Equal(explained, []string{"a", "b", "c"}) || !slices.Equal(got.Status.Plan.Run, plan.Run) {
-		t.Errorf("plan explains %v, runs %v", explained, got.Status.Plan.Run)
+	if !slices.Equal(explained, []string{"a", "b"}) || !slices.Equal(got.Status.Plan.Run, plan.Run) {
+		t.Errorf("plan explains %v, runs %v; want a and b", explained, got.Status.Plan.Run)
 	}
 	if len(got.Rounds) != 2 || len(got.Rounds[0].Run) != 1 || got.Rounds[0].Run[0].Job != "a" || len(got.Rounds[1].Run) != 1 || got.Rounds[1].Run[0].Job != "b" {
 		t.Errorf("rounds %+v; want a's grant, then b's", got.Rounds)
 	}
 	if after, _ := json.Marshal(st); !bytes.Equal(before, after) {
-		t.Errorf("limit changed the state it was given:\n%s\n%s", before, after)
+		t.Errorf("trim changed the state it was given:\n%s\n%s", before, after)
 	}
-	all := st.limit(5)
-	if all.JobsTotal != 5 || len(all.Status.Jobs) != 5 || all.Status.Jobs[0].Job != "d" || len(all.Status.Plan.Explain) != 5 {
-		t.Errorf("a state within the limit came back as %+v", all.Status.Jobs)
+	st.JobsTotal = 2
+	if whole := st.trim(); len(whole.Status.Plan.Explain) != 4 || len(whole.Rounds[0].Run) != 2 {
+		t.Errorf("a whole table's state was trimmed: %+v", whole)
 	}
 }
 
