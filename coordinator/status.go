@@ -58,14 +58,24 @@ func (c *Core) ShownJobs(n int) (rows []JobStatus, total int) {
 		rows = append(rows, c.status(c.jobs[e.Job]))
 		seen[e.Job] = true
 	}
-	if len(rows) < n { // fewer explained than shown: the table's order
-		for _, r := range c.Jobs() {
+	// Fewer explained than shown: the rest in the table's order, built
+	// only as far as needed (the ended jobs, sorted, only when reached).
+	for _, group := range [][]*job{c.active, c.pending} {
+		for _, j := range group {
+			if len(rows) == n {
+				return rows, len(c.jobs)
+			}
+			if !seen[j.view.ID] {
+				rows = append(rows, c.status(j))
+			}
+		}
+	}
+	if len(rows) < n {
+		for _, r := range c.Jobs()[len(c.active)+len(c.pending):] {
 			if len(rows) == n {
 				break
 			}
-			if !seen[r.Job] {
-				rows = append(rows, r)
-			}
+			rows = append(rows, r)
 		}
 	}
 	return rows, len(c.jobs)

@@ -173,6 +173,28 @@ func TestWeb_ALargeTableShowsTheJobsFurthestFromTheirShare(t *testing.T) {
 		t.Errorf("a table within the limit is not the whole table in its order")
 	}
 
+	// Fewer explained jobs than shown: the rest of the table in its order.
+	fresh := coreWithJobs(t, topology.Uniform(2, 2), p, 5, 1000, func() int { return 1 })
+	if rows, total := fresh.ShownJobs(3); total != 5 || !slices.EqualFunc(rows, fresh.Jobs()[:3], func(a, b JobStatus) bool { return a.Job == b.Job }) {
+		t.Errorf("before any plan: %v of %d; want the table's first three", rows, total)
+	}
+	q, err := policy.New("shockwave", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := coreWithJobs(t, topology.Uniform(2, 2), q, 4, 1000, func() int { return 1 })
+	if _, err := ends.Tick(0); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"job-3", "job-1"} {
+		if _, err := ends.EndJob(1, id, Completed, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows, _ := ends.ShownJobs(3); len(rows) != 3 || rows[2].Job != "job-1" || rows[0].State != "active" || rows[1].State != "active" {
+		t.Errorf("two unfinished and two ended jobs, three shown: %+v; want the unfinished two, then job-1", rows)
+	}
+
 	plan := &policy.Plan{Run: []string{"a", "b"}, Explain: []policy.Explanation{{Job: "a"}, {Job: "b"}, {Job: "c"}, {Job: "d"}}}
 	rounds := []RoundSummary{{Round: 1, Run: []RoundGrant{{Job: "a"}, {Job: "d"}}}, {Round: 2, Run: []RoundGrant{{Job: "b"}, {Job: "c"}}}}
 	st := WebState{Status: protocol.StatusReply{Jobs: []protocol.JobInfo{{Job: "b"}, {Job: "a"}}, Plan: plan}, Rounds: rounds, JobsTotal: 4}
