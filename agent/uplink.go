@@ -56,8 +56,8 @@ const uplinkFD = 4
 // half the guard's limits, however many processes run (64 processes at
 // their full per-process burst would reach 7,680 messages).
 const (
-	uplinkLineRate  = 20
-	uplinkLineBurst = 100
+	uplinkLineRate  = protocol.UplinkLineRate
+	uplinkLineBurst = protocol.UplinkLineBurst
 	uplinkByteRate  = 256 << 10
 	uplinkByteBurst = 1 << 20
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shockwave-sched/shockwave/internal/wire"
+	"github.com/shockwave-sched/shockwave/protocol"
 )
 
 // Caps on what one client can make the coordinator do.
@@ -27,8 +28,8 @@ const (
 	DefaultMaxJobs          = 10_000
 	DefaultMaxJobsPerClient = 4096
 
-	eventRate  = 200  // events per second per job, on average
-	eventBurst = 2000 // events per job at once
+	eventRate  = protocol.EventRate  // events per second per job, on average
+	eventBurst = protocol.EventBurst // events per job at once
 
 	// Registrations (new or resumed) one client may send: registerBurst
 	// at once, registerRate per second on average. An SDK registers once

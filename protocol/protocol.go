@@ -30,6 +30,15 @@ const (
 	MaxSeqGap = uint64(1) << 32
 )
 
+// A job's event budget: the coordinator folds at most EventBurst of a job's
+// events at once and EventRate a second on average, and rejects the rest as
+// rate_limited (counted per event, duplicates included). The SDK paces its
+// publication under it, so that no event it sends is refused for the rate.
+const (
+	EventRate  = 200
+	EventBurst = 2000
+)
+
 // MaxJobEpochs bounds the epochs a registration may imply
 // (ceil(total_steps / ceil(dataset_size / batch_size))) and the length of a
 // declared schedule. Forecasts keep per-epoch state, so an absurd count would

@@ -38,6 +38,14 @@ import (
 //	<prefix>.agent.<node>.register  agent → coord.  Register → RegisterReply
 //	<prefix>.agent.<node>.events    agent → coord.  Batch (HdrJob: the job)
 
+// An agent forwards at most UplinkLineRate lines a second of one process
+// (bursts of UplinkLineBurst) and drops the rest, answering a dropped
+// request with an error; the SDK paces its event batches under it.
+const (
+	UplinkLineRate  = 20
+	UplinkLineBurst = 100
+)
+
 // EnvUplinkFD names the socket a process writes its registrations and
 // event batches into instead of NATS: "FD:INODE".
 const EnvUplinkFD = "SHOCKWAVE_UPLINK_FD"

@@ -242,8 +242,12 @@
 // (WithReconnectBackoff). While the coordinator is unreachable the job
 // keeps training until its lease expires, then suspends; its events wait
 // in a bounded buffer (WithEventBuffer) where, past the bound, the oldest
-// pairs of progress samples are merged — epoch, batch-size and done events
-// are never merged or dropped. After reconnecting the SDK registers again
+// pairs of progress samples are merged — epoch and done events are never
+// merged or dropped. A batch-size change that no step followed is replaced
+// by the next change; past the bound, a change that held for only one
+// progress sample before the next one is dropped and that sample merged
+// into the following one (which carries the size it ran at), so steps and
+// seconds are never lost. After reconnecting the SDK registers again
 // (the reply returns the current lease and the last event the coordinator
 // holds, and the SDK drops what it holds) and sends the rest of the buffer
 // in order. A published batch leaves the buffer once a flush round trip
@@ -254,10 +258,19 @@
 // batch that may have been lost is sent again and the coordinator drops
 // duplicates by sequence number.
 //
-// The server having a batch does not mean the coordinator folds it (the
-// log's stream drops what arrives while its ingest queue is full, and the
-// coordinator rejects what exceeds a job's event budget, so another job
-// flooding could make a batch vanish). Progress repairs itself, since every
+// The coordinator folds a job's events under a budget
+// (protocol.EventRate a second, bursts of protocol.EventBurst) and refuses
+// the rest, with the steps and seconds they carry. The SDK keeps a copy of
+// that budget at nine tenths of it and publishes no faster: what waits
+// stays buffered, and while the budget is spent the buffer's bound is what
+// the budget lets out in about a second, so that coalescing keeps it
+// current (a job that changed its batch size ten million times in a second
+// still delivered every step and second;
+// TestEvents_AJobChangingItsBatchSizeFasterThanItsBudgetLosesNoStepOrSecond).
+//
+// The server having a batch still does not mean the coordinator folds it
+// (the log's stream drops what arrives while its ingest queue is full, so
+// another client flooding could make a batch vanish). Progress repairs itself, since every
 // event carries the cumulative counters; a done event would not. So once a
 // job has finished, its last batches are confirmed by the coordinator: the
 // SDK registers again, a reply that the job has ended confirms them, and

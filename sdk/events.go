@@ -1,10 +1,12 @@
 package sdk
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shockwave-sched/shockwave/protocol"
@@ -195,6 +197,7 @@ type eventState struct {
 	sentAt     time.Time
 	confirmNow bool
 	coalesced  int64
+	pace       pace
 }
 
 func (e *eventState) init(o *options) {
@@ -281,26 +284,69 @@ func (e *eventState) push(j *Job, typ protocol.EventType, steps int64, elapsed f
 	if typ == protocol.EventProgress {
 		ev.Throughput = min(e.rate, protocol.MaxThroughput)
 	}
-	if len(e.queue) >= e.o.buffer {
+	if typ == protocol.EventBatchSize && len(e.queue) > 0 {
+		// A batch-size change right after another, with no step between
+		// them, supersedes it: the earlier size held for no step.
+		if last := &e.queue[len(e.queue)-1]; last.ev.Type == protocol.EventBatchSize && last.ev.Seq > e.inflight {
+			last.ev = ev
+			e.coalesced++
+			e.lastPush = time.Now()
+			return
+		}
+	}
+	if e.full() {
 		e.coalesce()
 	}
 	e.queue = append(e.queue, queued{ev: ev, boundary: boundary})
 	e.lastPush = time.Now()
 }
 
+// full says whether a push coalesces: when the buffer is full, or when
+// more events wait for publication than the job's event budget lets out
+// within about a second, so that what waits for the budget is never much
+// older than that. (Published events that wait for their confirmation do
+// not count against the budget.)
+func (e *eventState) full() bool {
+	if len(e.queue) >= e.o.buffer {
+		return true
+	}
+	if e.pace.events.at.IsZero() {
+		return false
+	}
+	published, _ := slices.BinarySearchFunc(e.queue, e.inflight+1, func(q queued, seq uint64) int { return cmp.Compare(q.ev.Seq, seq) })
+	return len(e.queue)-published >= max(0, int(e.pace.events.tokens))+paceRate
+}
+
 // coalesce merges the oldest pair of adjacent progress samples (of one
 // epoch and batch size, not being published) into the later one, which
-// keeps its sequence number and the cumulative fields.
+// keeps its sequence number and the cumulative fields. With no such pair,
+// it drops the oldest batch-size change that held only one progress
+// sample before the next change (progress, change, progress, change: a
+// size changed faster than the samples), merging the progress before it
+// into the one after, which carries the size it ran at.
 func (e *eventState) coalesce() {
-	for i := 0; i+1 < len(e.queue); i++ {
-		a, b := &e.queue[i], &e.queue[i+1]
+	q := e.queue
+	for i := 0; i+1 < len(q); i++ {
+		a, b := &q[i], &q[i+1]
 		if a.boundary || b.boundary || a.ev.Seq <= e.inflight || a.ev.Epoch != b.ev.Epoch || a.ev.BatchSize != b.ev.BatchSize {
 			continue
 		}
 		b.ev.Steps += a.ev.Steps
 		b.ev.Elapsed += a.ev.Elapsed
-		e.queue = append(e.queue[:i], e.queue[i+1:]...)
+		e.queue = append(q[:i], q[i+1:]...)
 		e.coalesced++
+		return
+	}
+	for i := 0; i+3 < len(q); i++ {
+		a, c, b, next := &q[i], &q[i+1], &q[i+2], &q[i+3]
+		if a.boundary || b.boundary || a.ev.Seq <= e.inflight || a.ev.Type != protocol.EventProgress || b.ev.Type != protocol.EventProgress ||
+			c.ev.Type != protocol.EventBatchSize || next.ev.Type != protocol.EventBatchSize || a.ev.Epoch != b.ev.Epoch {
+			continue
+		}
+		b.ev.Steps += a.ev.Steps
+		b.ev.Elapsed += a.ev.Elapsed
+		e.queue = append(q[:i], q[i+2:]...)
+		e.coalesced += 2
 		return
 	}
 }
@@ -426,6 +472,20 @@ func (j *Job) flush() {
 			}
 			return
 		}
+		k, wait := j.ev.pace.allow(time.Now(), n, j.up != nil)
+		if k == 0 {
+			j.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-j.quit:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		n = k
+		j.ev.pace.spend(n, j.up != nil)
 		b := protocol.Batch{V: protocol.Version, Job: j.id, Events: make([]protocol.Event, n)}
 		for i := range n {
 			b.Events[i] = j.ev.queue[start+i].ev
@@ -437,6 +497,7 @@ func (j *Job) flush() {
 		j.mu.Unlock()
 		if err := j.publish(&b); err != nil {
 			j.mu.Lock()
+			j.ev.pace.spend(-n, j.up != nil)
 			j.lastErr, j.ev.inflight = err, 0
 			j.mu.Unlock()
 			return

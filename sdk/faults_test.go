@@ -144,7 +144,10 @@ func TestOutage_TrainsUntilExpirySuspendsAndDeliversBufferedEventsInOrder(t *tes
 	defer job.Close()
 	loopErr := make(chan error, 1)
 	go func() {
-		for _, err := range sdk.Steps(ctx, job, &epochSource{perEpoch: 8, work: 200 * time.Microsecond}) {
+		// An epoch every 16 ms: about 75 events a second with the samples,
+		// within the job's event budget, so that the SDK merges none of
+		// them while it waits to publish (the test wants every one).
+		for _, err := range sdk.Steps(ctx, job, &epochSource{perEpoch: 8, work: 2 * time.Millisecond}) {
 			if err != nil {
 				loopErr <- err
 				return
