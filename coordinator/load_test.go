@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	ossignal "os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -254,9 +255,10 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	measuring = true
 	mu.Unlock()
 	start, sched := time.Now(), schedLatencies()
-	stopProfile := startLoadProfile(t)
+	stopProfile, stopServerProfile := startLoadProfile(t), srv.profile(t)
 	time.Sleep(time.Duration(window) * time.Second)
 	stopProfile()
+	stopServerProfile()
 	mu.Lock()
 	measuring = false
 	cpu, wall := cpuTime(t)-before, time.Since(start)
@@ -415,9 +417,29 @@ func procMemory(t *testing.T, pid int) (rss, peak int64) {
 	return rss, peak
 }
 
+// profile writes a CPU profile of the server's process over the window
+// into $SHOCKWAVE_LOAD_PROFILE/server-cpu.pprof, when both are set (an
+// embedded server's time is in the test's own profile).
+func (s *loadNATS) profile(t *testing.T) (stop func()) {
+	if s.pid == 0 || os.Getenv("SHOCKWAVE_LOAD_PROFILE") == "" {
+		return func() {}
+	}
+	if err := syscall.Kill(s.pid, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := syscall.Kill(s.pid, syscall.SIGUSR2); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the profile's last write
+	}
+}
+
 // TestLoad_ServerChild is the NATS server's process of the load test
 // (SHOCKWAVE_LOAD_NATS=process): the embedded server as the coordinator
-// configures it, alone; it writes its URL into the data directory.
+// configures it, alone; it writes its URL into the data directory. With
+// SHOCKWAVE_LOAD_PROFILE set, SIGUSR1 starts a CPU profile of it and
+// SIGUSR2 ends it (loadNATS.profile).
 func TestLoad_ServerChild(t *testing.T) {
 	dir := os.Getenv("SHOCKWAVE_LOAD_SERVER")
 	if dir == "" {
@@ -435,6 +457,26 @@ func TestLoad_ServerChild(t *testing.T) {
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, "url")); err != nil {
 		t.Fatal(err)
+	}
+	if dir := os.Getenv("SHOCKWAVE_LOAD_PROFILE"); dir != "" {
+		sig := make(chan os.Signal, 2)
+		ossignal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
+		var f *os.File
+		for s := range sig {
+			if s == syscall.SIGUSR2 {
+				pprof.StopCPUProfile()
+				_ = f.Close()
+				continue
+			}
+			var err error
+			f, err = os.Create(filepath.Join(dir, "server-cpu.pprof"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	select {} // until this process's parent goes away (exitWithParent)
 }

@@ -74,6 +74,10 @@ func childCommands(ctx context.Context, j *sdk.Job, say func(string, ...any)) in
 			say("ok")
 		case "epoch":
 			say("epoch %d", j.EndEpoch())
+		case "hammer": // change the batch size as fast as possible for arg ms while stepping
+			ms, _ := strconv.Atoi(arg)
+			steps, _ := hammer(j, time.Duration(ms)*time.Millisecond)
+			say("hammered steps=%d", steps)
 		case "flush", "finish":
 			fctx, fcancel := context.WithTimeout(ctx, 15*time.Second)
 			start := time.Now()
@@ -122,6 +126,7 @@ type agentLine struct {
 	op        string
 	seqs      []uint64 // events: the batch's sequence numbers
 	forwarded bool
+	at        time.Time // when the agent read it
 }
 
 // uplinkPair makes the socket pair of an uplink: the process's end (a
@@ -218,6 +223,7 @@ func (a *testAgent) serve(r *protocol.UplinkRequest) {
 }
 
 func (a *testAgent) record(l agentLine) {
+	l.at = time.Now()
 	a.mu.Lock()
 	a.got = append(a.got, l)
 	a.mu.Unlock()
