@@ -466,6 +466,7 @@ func TestLoad_ServerChild(t *testing.T) {
 			if s == syscall.SIGUSR2 {
 				pprof.StopCPUProfile()
 				_ = f.Close()
+				writeServerMemory(t, dir)
 				continue
 			}
 			var err error
@@ -479,6 +480,26 @@ func TestLoad_ServerChild(t *testing.T) {
 		}
 	}
 	select {} // until this process's parent goes away (exitWithParent)
+}
+
+// writeServerMemory writes the server's process's heap profile and a line
+// of its memory statistics (server-heap.pprof, server-mem.txt) into dir.
+func writeServerMemory(t *testing.T, dir string) {
+	h, err := os.Create(filepath.Join(dir, "server-heap.pprof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := pprof.WriteHeapProfile(h); err != nil {
+		t.Fatal(err)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	line := fmt.Sprintf("heap in use %d MiB, stacks %d MiB, goroutines %d, collections %d, GC CPU %.1f%%\n",
+		ms.HeapInuse>>20, ms.StackInuse>>20, runtime.NumGoroutine(), ms.NumGC, 100*ms.GCCPUFraction)
+	if err := os.WriteFile(filepath.Join(dir, "server-mem.txt"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // replayLog measures how long a restarted coordinator takes to replay the

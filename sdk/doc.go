@@ -55,7 +55,7 @@
 //	Devices() / Grant()         the current grant per node / the RUN lease it comes from
 //	Changed()                   a channel closed at the next lease change (to mirror the state)
 //	WaitRun(ctx)                block until a RUN lease; returns it (ErrEnded, ErrClosed, ctx errors)
-//	EndEpoch()                  an epoch boundary (an event never coalesced)
+//	EndEpoch()                  an epoch boundary (an event coalesced only as a last resort)
 //	SetBatchSize(n)             a batch-size change (steps so far at the old size, then the change)
 //	Checkpoint() / WithResume   the SDK's progress to save with a checkpoint and restore after a restart
 //	Finish(ctx)                 report done; wait until the coordinator has it
@@ -242,12 +242,14 @@
 // (WithReconnectBackoff). While the coordinator is unreachable the job
 // keeps training until its lease expires, then suspends; its events wait
 // in a bounded buffer (WithEventBuffer) where, past the bound, the oldest
-// pairs of progress samples are merged — epoch and done events are never
-// merged or dropped. A batch-size change that no step followed is replaced
-// by the next change; past the bound, a change that held for only one
-// progress sample before the next one is dropped and that sample merged
-// into the following one (which carries the size it ran at), so steps and
-// seconds are never lost. After reconnecting the SDK registers again
+// pairs of progress samples are merged. A batch-size change that no step
+// followed is replaced by the next change; past the bound, a change that
+// held for only one progress sample before the next one is dropped and
+// that sample merged into the following one (which carries the size it
+// ran at). Epoch ends are merged the same way only when nothing else can
+// be (a job ending epochs faster than it may send them), and a done event
+// never: steps and seconds are never lost, and the later event's counters
+// say where the job is. After reconnecting the SDK registers again
 // (the reply returns the current lease and the last event the coordinator
 // holds, and the SDK drops what it holds) and sends the rest of the buffer
 // in order. A published batch leaves the buffer once a flush round trip

@@ -65,8 +65,9 @@ func (j *Job) doneLocked() bool {
 }
 
 // EndEpoch reports an epoch boundary: the progress up to it is sent as an
-// epoch event, which is never coalesced or dropped. It returns the number
-// of completed epochs.
+// epoch event, which is merged into a later event only when the buffer is
+// full of epoch ends (eventState.coalesce). It returns the number of
+// completed epochs.
 func (j *Job) EndEpoch() int {
 	j.syncLoop()
 	j.mu.Lock()
@@ -172,7 +173,8 @@ func (j *Job) Buffered() int {
 }
 
 // queued is an event waiting for delivery; boundary events (epoch,
-// batch size, done) are never coalesced.
+// batch size, done) are coalesced only as eventState.push and coalesce
+// say, and done never.
 type queued struct {
 	ev       protocol.Event
 	boundary bool
@@ -323,32 +325,47 @@ func (e *eventState) full() bool {
 // it drops the oldest batch-size change that held only one progress
 // sample before the next change (progress, change, progress, change: a
 // size changed faster than the samples), merging the progress before it
-// into the one after, which carries the size it ran at.
+// into the one after, which carries the size it ran at. Only when neither
+// exists does it do the same across epoch ends (a job that ends epochs
+// faster than it may send them): the later event's counters say where the
+// job is, and the coordinator keeps no more of an epoch end than that, so
+// the buffer stays bounded whatever the job does.
 func (e *eventState) coalesce() {
+	if !e.merge(true) {
+		e.merge(false)
+	}
+}
+
+// merge does one of coalesce's merges; strict keeps epoch ends apart.
+func (e *eventState) merge(strict bool) bool {
 	q := e.queue
+	progress := func(x *queued) bool {
+		return x.ev.Type == protocol.EventProgress && (!strict || !x.boundary)
+	}
 	for i := 0; i+1 < len(q); i++ {
 		a, b := &q[i], &q[i+1]
-		if a.boundary || b.boundary || a.ev.Seq <= e.inflight || a.ev.Epoch != b.ev.Epoch || a.ev.BatchSize != b.ev.BatchSize {
+		if a.ev.Seq <= e.inflight || !progress(a) || !progress(b) || strict && (a.ev.Epoch != b.ev.Epoch || a.ev.BatchSize != b.ev.BatchSize) {
 			continue
 		}
 		b.ev.Steps += a.ev.Steps
 		b.ev.Elapsed += a.ev.Elapsed
 		e.queue = append(q[:i], q[i+1:]...)
 		e.coalesced++
-		return
+		return true
 	}
 	for i := 0; i+3 < len(q); i++ {
 		a, c, b, next := &q[i], &q[i+1], &q[i+2], &q[i+3]
-		if a.boundary || b.boundary || a.ev.Seq <= e.inflight || a.ev.Type != protocol.EventProgress || b.ev.Type != protocol.EventProgress ||
-			c.ev.Type != protocol.EventBatchSize || next.ev.Type != protocol.EventBatchSize || a.ev.Epoch != b.ev.Epoch {
+		if a.ev.Seq <= e.inflight || !progress(a) || !progress(b) || c.ev.Type != protocol.EventBatchSize ||
+			next.ev.Type != protocol.EventBatchSize || strict && a.ev.Epoch != b.ev.Epoch {
 			continue
 		}
 		b.ev.Steps += a.ev.Steps
 		b.ev.Elapsed += a.ev.Elapsed
 		e.queue = append(q[:i], q[i+2:]...)
 		e.coalesced += 2
-		return
+		return true
 	}
+	return false
 }
 
 // remainingSteps is the steps the job still needs at the current batch

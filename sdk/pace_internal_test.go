@@ -159,3 +159,52 @@ func TestEvents_AQueueOfFastSizeChangesStaysBoundedAndLosesNoStepOrSecond(t *tes
 		t.Errorf("last batch-size event says %d, the size is %d", b.BatchSize, j.BatchSize())
 	}
 }
+
+// A job ending epochs faster than it may send them (an outage, or a spent
+// budget) fills the buffer with epoch ends. Samples merge first; epoch ends
+// merge only once nothing else can, so the buffer stays within its bound
+// and the steps, the seconds and the last epoch all arrive.
+func TestEvents_EpochEndsMergeOnlyWhenNothingElseCan(t *testing.T) {
+	j := newQueueJob(16)
+	for range 8 {
+		j.steps.Add(2)
+		j.elapsed.Add(int64(2 * time.Millisecond))
+		j.EndEpoch()
+	}
+	for range 12 {
+		j.stepsFor(1, time.Millisecond) // samples of epoch 8
+	}
+	epochEnds := func() int {
+		n := 0
+		for _, e := range j.ev.queue {
+			if e.boundary && e.ev.Type == protocol.EventProgress {
+				n++
+			}
+		}
+		return n
+	}
+	if n := epochEnds(); n != 8 || len(j.ev.queue) > 17 {
+		t.Fatalf("%d events, %d epoch ends; want every epoch end kept while samples could merge", len(j.ev.queue), n)
+	}
+	for range 1000 {
+		j.steps.Add(2)
+		j.elapsed.Add(int64(2 * time.Millisecond))
+		j.EndEpoch()
+	}
+	q := j.ev.queue
+	if len(q) > 17 {
+		t.Fatalf("%d events queued, bound 16", len(q))
+	}
+	var steps int64
+	var elapsed float64
+	for _, e := range q {
+		steps += e.ev.Steps
+		elapsed += e.ev.Elapsed
+	}
+	if want := int64(12 + 2*1008); steps != want || math.Abs(elapsed-float64(want)*1e-3) > 1e-9 {
+		t.Errorf("queued %d steps in %v s, want %d in %v", steps, elapsed, want, float64(want)*1e-3)
+	}
+	if last := q[len(q)-1].ev; last.Epoch != 1008 || last.StepsDone != 12+2*1008 {
+		t.Errorf("last event at epoch %d, %d steps; want 1008, %d", last.Epoch, last.StepsDone, 12+2*1008)
+	}
+}
