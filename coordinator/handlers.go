@@ -116,10 +116,21 @@ func (s *Service) answerStatus(req statusRequest) {
 			}
 		case req.web != nil:
 			rep.Jobs, total = c.ShownJobs(req.shown)
+		case req.req.Limit > 0:
+			if rep.Jobs, total = c.ShownJobs(req.req.Limit); total > len(rep.Jobs) {
+				rep.JobsTotal = total
+			}
 		default:
 			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
 		rep.Plan = c.LastPlan()
+		if rep.JobsTotal > 0 {
+			shown := make(map[string]bool, len(rep.Jobs))
+			for _, j := range rep.Jobs {
+				shown[j.Job] = true
+			}
+			rep.Plan = explainOnly(rep.Plan, shown)
+		}
 		rep.Nodes, rep.GPUs = c.NodeStatus(), c.GPUs()
 		s.fold.annotate(rep.Nodes, rep.Jobs)
 	}
@@ -127,7 +138,15 @@ func (s *Service) answerStatus(req statusRequest) {
 		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds), JobsTotal: total}
 		return
 	}
-	go s.respond(req.msg, rep)
+	go s.respondStatus(req.msg, rep)
+}
+
+// respondStatus sends a status reply cut to what the server takes in one
+// message (encodeStatus).
+func (s *Service) respondStatus(m *nats.Msg, rep protocol.StatusReply) {
+	if err := m.Respond(encodeStatus(rep, s.nc.MaxPayload())); err != nil {
+		s.log.Debug().Err(err).Str("subject", m.Subject).Msg("cannot reply")
+	}
 }
 
 // startRound publishes a live round's leases, then records it.

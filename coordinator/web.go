@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 )
 
@@ -57,11 +56,7 @@ func (st WebState) trim() WebState {
 	for _, j := range st.Status.Jobs {
 		shown[j.Job] = true
 	}
-	if p := st.Status.Plan; p != nil {
-		q := *p
-		q.Explain = slices.DeleteFunc(slices.Clone(p.Explain), func(e policy.Explanation) bool { return !shown[e.Job] })
-		st.Status.Plan = &q
-	}
+	st.Status.Plan = explainOnly(st.Status.Plan, shown)
 	rounds := make([]RoundSummary, len(st.Rounds))
 	for i, r := range st.Rounds {
 		r.Run = slices.DeleteFunc(slices.Clone(r.Run), func(g RoundGrant) bool { return !shown[g.Job] })

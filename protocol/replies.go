@@ -107,6 +107,10 @@ type StatusRequest struct {
 	V int `json:"v"`
 	// Job limits the table to one job when set.
 	Job string `json:"job,omitempty"`
+	// Limit, when positive, is the most jobs the table lists: the
+	// unfinished ones furthest from their fair share (the plan's highest
+	// projected ρ) first. 0 lists every job that fits in one message.
+	Limit int `json:"limit,omitempty"`
 }
 
 // Validate checks a status request.
@@ -114,6 +118,9 @@ func (r *StatusRequest) Validate() error {
 	const m = "status request"
 	if err := checkVersion(m, r.V); err != nil {
 		return err
+	}
+	if r.Limit < 0 {
+		return fieldErr(m, "limit", "%d is negative", r.Limit)
 	}
 	if r.Job != "" {
 		return ValidateJobID(m, r.Job)
@@ -138,7 +145,11 @@ type StatusReply struct {
 	LogSeq     uint64 `json:"log_seq"` // last log record folded into the state
 
 	Jobs []JobInfo `json:"jobs"`
-	Plan *PlanInfo `json:"plan,omitempty"`
+	// JobsTotal is the size of the job table when Jobs lists fewer (the
+	// request's limit, or what fits in one message); the plan then explains
+	// only the listed jobs.
+	JobsTotal int       `json:"jobs_total,omitempty"`
+	Plan      *PlanInfo `json:"plan,omitempty"`
 }
 
 // NodeInfo is one member of the cluster in a status reply.
@@ -230,6 +241,9 @@ func (r *StatusReply) Validate() error {
 	}
 	if r.GPUs < 0 || r.Round < 0 {
 		return fieldErr(m, "gpus", "negative GPU count or round")
+	}
+	if r.JobsTotal != 0 && r.JobsTotal < len(r.Jobs) {
+		return fieldErr(m, "jobs_total", "%d is less than the %d jobs listed", r.JobsTotal, len(r.Jobs))
 	}
 	if math.IsNaN(r.RoundSeconds) || math.IsNaN(r.Now) {
 		return fieldErr(m, "now", "not a number")

@@ -28,10 +28,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	tls.register(fs)
 	prefix := fs.String("prefix", protocol.DefaultPrefix, "subject prefix")
 	job := fs.String("job", "", "show only this job")
+	limit := fs.Int("limit", 0, "list at most `N` jobs, those furthest from their fair share first (0: all that fit in one message)")
 	format := fs.String("format", "table", "output format: table or json")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the coordinator")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *limit < 0 {
+		return badInput("--limit: %d is negative (0 lists every job that fits)", *limit)
 	}
 	if *format != "table" && *format != "json" {
 		return badInput("--format: unknown format %q (want table or json)", *format)
@@ -64,7 +68,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("connecting to %s: %w", *url, err)
 	}
 	defer nc.Close()
-	req, _ := json.Marshal(protocol.StatusRequest{V: protocol.Version, Job: *job})
+	req, _ := json.Marshal(protocol.StatusRequest{V: protocol.Version, Job: *job, Limit: *limit})
 	m, err := nc.Request(subj.Status(), req, *timeout)
 	if err != nil {
 		return fmt.Errorf("no answer on %s from a coordinator at %s: %w", subj.Status(), *url, err)
@@ -96,6 +100,9 @@ func printStatus(w io.Writer, r *protocol.StatusReply) error {
 	}
 	fmt.Fprintf(w, "policy %s · %d GPUs%s · %gs rounds · next round %d · log record %d%s\n\n",
 		r.Policy, r.GPUs, where, r.RoundSeconds, r.Round, r.LogSeq, state)
+	if r.JobsTotal > len(r.Jobs) {
+		fmt.Fprintf(w, "%d of %d jobs listed: the unfinished ones furthest from their fair share first (--limit N for fewer, --job ID for one)\n\n", len(r.Jobs), r.JobsTotal)
+	}
 	if err := printJobs(w, r); err != nil {
 		return err
 	}

@@ -95,3 +95,39 @@ func TestStatus_LiveJobIsListedUnderItsNode(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestStatus_LimitListsThatManyJobsAndSaysHowManyThereAre: `status --limit
+// 1` against a coordinator with three jobs lists one and says it is one of
+// three; a negative limit is refused before anything is asked.
+func TestStatus_LimitListsThatManyJobsAndSaysHowManyThereAre(t *testing.T) {
+	if code, _, errOut := runCLI("status", "--limit", "-1"); code == 0 || !strings.Contains(errOut, "--limit: -1 is negative") {
+		t.Errorf("--limit -1: exit %d, %s", code, errOut)
+	}
+	url := startCoordinator(t, "--nodes", "1x2", "--data-dir", t.TempDir(), "--policy", "shockwave", "--log-level", "warn")
+	statusEventually(t, "--nats-url", url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, id := range []string{"one", "two", "three"} {
+		job, err := sdk.Register(ctx, sdk.WithURL(url), sdk.WithJobID(id), sdk.WithModel("ResNet-18"),
+			sdk.WithBatchSize(32), sdk.WithDatasetSize(50000), sdk.WithEpochs(100), sdk.WithThroughput(10),
+			sdk.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer job.Close()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := statusEventually(t, "--nats-url", url, "--limit", "1")
+		if strings.Contains(out, "1 of 3 jobs listed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("--limit 1:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := statusEventually(t, "--nats-url", url); strings.Contains(out, "jobs listed") {
+		t.Errorf("no limit, three jobs:\n%s", out)
+	}
+}
