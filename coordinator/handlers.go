@@ -124,7 +124,7 @@ func (s *Service) answerStatus(req statusRequest) {
 			rep.Jobs = append(rep.Jobs, c.Jobs()...)
 		}
 		rep.Plan = c.LastPlan()
-		if rep.JobsTotal > 0 {
+		if rep.JobsTotal > 0 || req.req.Job != "" { // the plan explains the jobs listed
 			shown := make(map[string]bool, len(rep.Jobs))
 			for _, j := range rep.Jobs {
 				shown[j.Job] = true
@@ -138,13 +138,13 @@ func (s *Service) answerStatus(req statusRequest) {
 		req.web <- WebState{Status: rep, Rounds: slices.Clone(s.web.rounds), JobsTotal: total}
 		return
 	}
-	go s.respondStatus(req.msg, rep)
+	go s.respondStatus(req.msg, rep, req.req.Job == "")
 }
 
 // respondStatus sends a status reply cut to what the server takes in one
-// message (encodeStatus).
-func (s *Service) respondStatus(m *nats.Msg, rep protocol.StatusReply) {
-	if err := m.Respond(encodeStatus(rep, s.nc.MaxPayload())); err != nil {
+// message (encodeStatus); the reply about one job is not cut.
+func (s *Service) respondStatus(m *nats.Msg, rep protocol.StatusReply, cut bool) {
+	if err := m.Respond(encodeStatus(rep, s.nc.MaxPayload(), cut)); err != nil {
 		s.log.Debug().Err(err).Str("subject", m.Subject).Msg("cannot reply")
 	}
 }

@@ -70,11 +70,12 @@ func explainOnly(p *protocol.PlanInfo, shown map[string]bool) *protocol.PlanInfo
 }
 
 // encodeStatus encodes rep in at most limit bytes, cutting its job table
-// as far as needed (cutStatus). A reply that does not fit even with no job
-// listed becomes an error naming both sizes.
-func encodeStatus(rep protocol.StatusReply, limit int64) []byte {
+// as far as needed (cutStatus) when cut is set. A reply that does not fit
+// even with no job listed (or, not cut, at all) becomes an error naming
+// both sizes.
+func encodeStatus(rep protocol.StatusReply, limit int64, cut bool) []byte {
 	data, err := json.Marshal(rep)
-	for err == nil && int64(len(data)) > limit && len(rep.Jobs) > 0 {
+	for cut && err == nil && int64(len(data)) > limit && len(rep.Jobs) > 0 {
 		// Aim a tenth under the limit; always list at least one job fewer.
 		n := int(float64(len(rep.Jobs)) * 0.9 * float64(limit) / float64(len(data)))
 		rep = cutStatus(rep, min(n, len(rep.Jobs)-1))
@@ -84,7 +85,7 @@ func encodeStatus(rep protocol.StatusReply, limit int64) []byte {
 		return data
 	}
 	if err == nil {
-		err = fmt.Errorf("the status reply is %d bytes with no job listed, more than the server's limit of %d bytes a message", len(data), limit)
+		err = fmt.Errorf("the status reply is %d bytes with %d jobs listed, more than the server's limit of %d bytes a message", len(data), len(rep.Jobs), limit)
 	}
 	data, _ = json.Marshal(protocol.StatusReply{V: protocol.Version, Error: protocol.ErrorOf(protocol.CodeTooLarge, err)})
 	return data

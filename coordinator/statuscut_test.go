@@ -53,7 +53,7 @@ func TestStatus_AReplyOverTheLimitListsTheJobsFurthestFromTheirShare(t *testing.
 	explained := len(rep.Plan.Explain)
 
 	for _, limit := range []int64{int64(len(full)), int64(len(full)) / 2, int64(len(full)) / 10, 4 << 10} {
-		data := encodeStatus(rep, limit)
+		data := encodeStatus(rep, limit, true)
 		got, err := protocol.DecodeStatusReply(data, 64<<20)
 		if err != nil || got.Error != nil {
 			t.Fatalf("limit %d: %v %v", limit, err, got.Error)
@@ -91,9 +91,14 @@ func TestStatus_AReplyOverTheLimitListsTheJobsFurthestFromTheirShare(t *testing.
 	}
 
 	// Nothing fits: an error naming both sizes, not silence.
-	got, err := protocol.DecodeStatusReply(encodeStatus(rep, 200), 64<<20)
-	if err != nil || got.Error == nil || got.Error.Code != protocol.CodeTooLarge || !strings.Contains(got.Error.Message, "limit of 200 bytes") {
+	got, err := protocol.DecodeStatusReply(encodeStatus(rep, 200, true), 64<<20)
+	if err != nil || got.Error == nil || got.Error.Code != protocol.CodeTooLarge || !strings.Contains(got.Error.Message, "with 0 jobs listed, more than the server's limit of 200 bytes") {
 		t.Errorf("a limit nothing fits: %+v, %v", got, err)
+	}
+	// A reply not to be cut (one job's) that does not fit is an error too.
+	got, err = protocol.DecodeStatusReply(encodeStatus(rep, int64(len(full))-1, false), 64<<20)
+	if err != nil || got.Error == nil || got.Error.Code != protocol.CodeTooLarge || !strings.Contains(got.Error.Message, "with 300 jobs listed") {
+		t.Errorf("a reply not to be cut: %+v, %v", got, err)
 	}
 }
 
@@ -145,8 +150,9 @@ func TestStatus_ALiveReplyFitsTheServersLimitAndHonorsTheRequestsLimit(t *testin
 	if rep, _ := ask(`{"v":1,"limit":3}`); len(rep.Jobs) != 3 || rep.JobsTotal != 150 || len(rep.Plan.Explain) != 3 {
 		t.Errorf("limit 3: %d jobs of %d, %d explained", len(rep.Jobs), rep.JobsTotal, len(rep.Plan.Explain))
 	}
-	if rep, _ := ask(`{"v":1,"job":"job-1-07"}`); len(rep.Jobs) != 1 || rep.JobsTotal != 0 {
-		t.Errorf("one job: %d jobs, jobs_total %d", len(rep.Jobs), rep.JobsTotal)
+	// One job's reply explains that job only: the whole plan would not fit.
+	if rep, _ := ask(`{"v":1,"job":"job-1-07"}`); len(rep.Jobs) != 1 || rep.JobsTotal != 0 || len(rep.Plan.Explain) != 1 || rep.Plan.Explain[0].Job != "job-1-07" {
+		t.Errorf("one job: %d jobs, jobs_total %d, %d explained", len(rep.Jobs), rep.JobsTotal, len(rep.Plan.Explain))
 	}
 	if rep, _ := ask(`{"v":1,"limit":-1}`); rep.Error == nil || rep.Error.Code != protocol.CodeBadRequest || !strings.Contains(rep.Error.Message, "limit") {
 		t.Errorf("limit -1: %+v", rep.Error)
