@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
 )
@@ -32,21 +31,7 @@ func rowIDs(rows []protocol.JobInfo) []string {
 // their fair share, then the table's order), says how many there are, and
 // explains only the jobs it lists; what it was given is not changed.
 func TestStatus_AReplyOverTheLimitListsTheJobsFurthestFromTheirShare(t *testing.T) {
-	p, err := policy.New("shockwave", policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := 0
-	c := coreWithJobs(t, topology.Uniform(8, 4), p, 300, 1000, func() int { w++; return 1 + w%2 })
-	if _, err := c.Tick(0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.EndJob(1, "job-7", Completed, "done"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Tick(60); err != nil {
-		t.Fatal(err)
-	}
+	c := plannedCore(t, topology.Uniform(8, 4), 300, "job-7")
 	rep := statusOf(c)
 	full, _ := json.Marshal(rep)
 	before := slices.Clone(rep.Jobs)

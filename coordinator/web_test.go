@@ -132,22 +132,30 @@ func TestWeb_StateHasTheJobTablePlanAndTheRoundsSinceStart(t *testing.T) {
 // the explanations and the grants of those alone and leaves the state it
 // was given as it was; a table of n rows or fewer is the whole table in
 // its own order.
-func TestWeb_ALargeTableShowsTheJobsFurthestFromTheirShare(t *testing.T) {
+// plannedCore is a Core of n jobs of 1 and 2 GPUs in turn under Shockwave
+// on cluster, whose last plan came after job ended completed.
+func plannedCore(t *testing.T, cluster topology.Cluster, n int, ended string) *Core {
+	t.Helper()
 	p, err := policy.New("shockwave", policy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := 0
-	c := coreWithJobs(t, topology.Uniform(2, 2), p, 9, 1000, func() int { w++; return 1 + w%2 })
+	c := coreWithJobs(t, cluster, p, n, 1000, func() int { w++; return 1 + w%2 })
 	if _, err := c.Tick(0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EndJob(1, "job-8", Completed, "done"); err != nil {
+	if _, err := c.EndJob(1, ended, Completed, "done"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Tick(60); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestWeb_ALargeTableShowsTheJobsFurthestFromTheirShare(t *testing.T) {
+	c := plannedCore(t, topology.Uniform(2, 2), 9, "job-8")
 	unfinished := slices.Clone(c.LastPlan().Explain)
 	slices.SortFunc(unfinished, func(a, b policy.Explanation) int {
 		if a.ProjectedRho != b.ProjectedRho {
@@ -174,6 +182,10 @@ func TestWeb_ALargeTableShowsTheJobsFurthestFromTheirShare(t *testing.T) {
 	}
 
 	// Fewer explained jobs than shown: the rest of the table in its order.
+	p, err := policy.New("shockwave", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	fresh := coreWithJobs(t, topology.Uniform(2, 2), p, 5, 1000, func() int { return 1 })
 	if rows, total := fresh.ShownJobs(3); total != 5 || !slices.EqualFunc(rows, fresh.Jobs()[:3], func(a, b JobStatus) bool { return a.Job == b.Job }) {
 		t.Errorf("before any plan: %v of %d; want the table's first three", rows, total)
