@@ -482,10 +482,9 @@ func TestLoad_ServerChild(t *testing.T) {
 	select {} // until this process's parent goes away (exitWithParent)
 }
 
-// writeServerMemory writes the server's process's heap profile and a line
-// of its memory statistics (server-heap.pprof, server-mem.txt) into dir.
-func writeServerMemory(t *testing.T, dir string) {
-	h, err := os.Create(filepath.Join(dir, "server-heap.pprof"))
+// writeHeap writes this process's heap profile to path.
+func writeHeap(t *testing.T, path string) {
+	h, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,6 +492,12 @@ func writeServerMemory(t *testing.T, dir string) {
 	if err := pprof.WriteHeapProfile(h); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeServerMemory writes the server's process's heap profile and a line
+// of its memory statistics (server-heap.pprof, server-mem.txt) into dir.
+func writeServerMemory(t *testing.T, dir string) {
+	writeHeap(t, filepath.Join(dir, "server-heap.pprof"))
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	line := fmt.Sprintf("heap in use %d MiB, stacks %d MiB, goroutines %d, collections %d, GC CPU %.1f%%\n",
@@ -783,14 +788,7 @@ func startLoadProfile(t *testing.T) (stop func()) {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 		runtime.GC()
-		h, err := os.Create(filepath.Join(dir, "heap.pprof"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		if err := pprof.WriteHeapProfile(h); err != nil {
-			t.Fatal(err)
-		}
+		writeHeap(t, filepath.Join(dir, "heap.pprof"))
 	}
 }
 

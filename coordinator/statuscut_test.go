@@ -89,7 +89,8 @@ func TestStatus_AReplyOverTheLimitListsTheJobsFurthestFromTheirShare(t *testing.
 
 // Live, on a server that takes 32 KiB a message: the whole table of 150
 // jobs does not fit, and the status reply lists what does; a request's
-// limit lists that many; a negative limit is refused, naming it.
+// limit lists that many, a huge one what fits; a negative limit is
+// refused, naming it.
 func TestStatus_ALiveReplyFitsTheServersLimitAndHonorsTheRequestsLimit(t *testing.T) {
 	e := newEnv(t, 8, func(ec *EmbeddedConfig, s *ServiceConfig) {
 		ec.MaxPayload = 32 << 10
@@ -138,6 +139,10 @@ func TestStatus_ALiveReplyFitsTheServersLimitAndHonorsTheRequestsLimit(t *testin
 	// One job's reply explains that job only: the whole plan would not fit.
 	if rep, _ := ask(`{"v":1,"job":"job-1-07"}`); len(rep.Jobs) != 1 || rep.JobsTotal != 0 || len(rep.Plan.Explain) != 1 || rep.Plan.Explain[0].Job != "job-1-07" {
 		t.Errorf("one job: %d jobs, jobs_total %d, %d explained", len(rep.Jobs), rep.JobsTotal, len(rep.Plan.Explain))
+	}
+	// A limit past the table (any client may ask) lists what fits, as none.
+	if rep, size := ask(`{"v":1,"limit":4611686018427387904}`); rep.Error != nil || rep.JobsTotal != 150 || len(rep.Jobs) == 0 || size > 32<<10 {
+		t.Errorf("limit 2^62: %d jobs of %d in %d bytes (%v)", len(rep.Jobs), rep.JobsTotal, size, rep.Error)
 	}
 	if rep, _ := ask(`{"v":1,"limit":-1}`); rep.Error == nil || rep.Error.Code != protocol.CodeBadRequest || !strings.Contains(rep.Error.Message, "limit") {
 		t.Errorf("limit -1: %+v", rep.Error)
