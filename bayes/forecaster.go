@@ -309,25 +309,23 @@ func (f *Forecaster) Admit(spec JobSpec) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
+	return f.admit(spec, nil)
+}
+
+// admit tracks a valid spec with j, its state from newJob (nil: built
+// here).
+func (f *Forecaster) admit(spec JobSpec, j *job) error {
 	f.changed()
 	if _, dup := f.jobs[spec.ID]; dup {
 		return fmt.Errorf("bayes: job %s already admitted", spec.ID)
 	}
-	j := &job{
-		spec:   spec,
-		epochs: int(ceilDiv(spec.TotalSteps, int64(ipe(spec.DatasetSize, spec.InitialBatchSize)))),
-		bs:     spec.InitialBatchSize,
-		total:  spec.TotalSteps,
-		det:    f.det.new(f.cfg.Detector),
-		segs:   []segment{{0, int32(spec.InitialBatchSize)}},
+	if j == nil {
+		j = f.newJob(spec)
 	}
 	for lvl := range j.nodes {
 		j.nodes[lvl] = f.node(familyKey(lvl, spec))
 	}
 	j.thr = f.thrEntry(spec.Model, j.bs, spec.Workers)
-	if spec.Throughput > 0 {
-		j.det.SetPriorMean(math.Log(spec.Throughput))
-	}
 	f.jobs[spec.ID] = j
 	f.sawBatch(spec.Model, spec.InitialBatchSize, true)
 	return nil

@@ -80,9 +80,10 @@ type job struct {
 	node    string // resident process's node ("" when none)
 	visible []int  // its visible local devices, sorted (empty: all)
 
-	ident     identity // the registration's defining parameters (lifecycle.go)
-	lastHeard float64  // time of the registration or the last accepted event
-	readmit   bool     // pending again after being lost: keeps its admission time
+	ident     identity        // the registration's defining parameters (lifecycle.go)
+	lastHeard float64         // time of the registration or the last accepted event
+	readmit   bool            // pending again after being lost: keeps its admission time
+	prepared  policy.Prepared // what the policy built ahead of the admission (policy.Preparer), until then
 
 	// Submitted jobs (submit.go): run by node agents, never marked lost.
 	managed bool
@@ -191,6 +192,9 @@ func (c *Core) Register(now float64, r *protocol.Register) error {
 	}
 	c.jobs[r.Job] = j
 	c.pending = append(c.pending, j)
+	if p, ok := c.pol.(policy.Preparer); ok && !c.holding() {
+		j.prepared = p.Prepare(v) // the next boundary's admission does the rest
+	}
 	return nil
 }
 
@@ -298,6 +302,7 @@ func (c *Core) end(j *job, s JobState, reason string) {
 // per-epoch arrays of its schedule. The policy had its view before.
 func (j *job) forget() {
 	j.view.Measurements, j.view.PlannedBatchSizes, j.view.PlannedEpochSeconds = nil, nil, nil
+	j.prepared = nil
 }
 
 // lease is a lease issued now, outside a round boundary's placement: it

@@ -36,9 +36,10 @@ type OpenRound struct {
 	snap   policy.Snapshot
 	none   bool // no nodes: the policy is not asked
 
-	admitted []policy.Job    // copies of the views of the jobs admitted at this boundary
-	wait     <-chan struct{} // closed when a lent policy is free again
-	before   []policyCall    // calls held back while it was lent, made before Admit
+	admitted []policy.Job      // copies of the views of the jobs admitted at this boundary
+	prepared []policy.Prepared // what the policy built for each ahead of it (policy.Preparer), or nil
+	wait     <-chan struct{}   // closed when a lent policy is free again
+	before   []policyCall      // calls held back while it was lent, made before Admit
 	eligible []*job
 	waits    []policy.Explanation
 	lost     []protocol.Lease // SUSPEND leases of jobs marked lost
@@ -76,10 +77,15 @@ func (t *OpenRound) admit() {
 	if r, ok := t.pol.(policy.Reserver); ok && len(t.admitted) > 0 {
 		r.Reserve(len(t.admitted)) // the policy grows its tables when they at least double
 	}
+	pr, _ := t.pol.(policy.Preparer)
 	for i := range t.admitted {
-		t.pol.Admit(&t.admitted[i])
+		if pr != nil && t.prepared[i] != nil {
+			pr.AdmitPrepared(&t.admitted[i], t.prepared[i])
+		} else {
+			t.pol.Admit(&t.admitted[i])
+		}
 	}
-	t.admitted = nil
+	t.admitted, t.prepared = nil, nil
 }
 
 // allocate asks the policy for the round's plan (Solve's second half).

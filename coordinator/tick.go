@@ -51,6 +51,7 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 	// growing these slices of views by appends copied each several times
 	// (BenchmarkBeginTick_FirstRoundOf10000Jobs).
 	t.admitted = make([]policy.Job, 0, len(c.pending))
+	t.prepared = make([]policy.Prepared, 0, len(c.pending))
 	c.active = slices.Grow(c.active, len(c.pending))
 	for _, j := range c.pending {
 		j.state = Active
@@ -62,6 +63,8 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 		c.nextSeq++
 		c.active = append(c.active, j)
 		t.admitted = append(t.admitted, j.view) // told to the policy in Solve, before Allocate
+		t.prepared = append(t.prepared, j.prepared)
+		j.prepared = nil
 	}
 	c.pending = c.pending[:0]
 	t.active = len(c.active)

@@ -125,6 +125,29 @@ type Reserver interface {
 	Reserve(n int)
 }
 
+// Preparer is implemented by policies that can do part of an admission
+// ahead of the round boundary that admits the job. The Core calls
+// Prepare when it learns of a job (its registration) and hands the result
+// to AdmitPrepared at the boundary, so that a boundary admitting
+// thousands of jobs (the first round of a large cluster, a sweep
+// submitted at once) does only the part that depends on the policy's
+// state. Preparing is an optimisation the Core may skip: whatever a job's
+// view did meanwhile, AdmitPrepared leaves exactly the state Admit would.
+type Preparer interface {
+	// Prepare builds what Admit(j) would build from j's view alone. It
+	// reads only the policy's configuration and changes nothing; like
+	// every other call, it is not made concurrently with them.
+	Prepare(j *Job) Prepared
+	// AdmitPrepared is Admit(j), using p where Prepare made it from a view
+	// of j equal in every field Admit reads; any other p (nil included)
+	// is ignored. A p serves one admission.
+	AdmitPrepared(j *Job, p Prepared)
+}
+
+// Prepared is what a Preparer built ahead of a job's admission; only the
+// policy that made it reads it.
+type Prepared any
+
 // growMap returns m with room for n more entries: a copy into a table
 // sized for them when n is at least len(m) (growing by inserts would copy
 // as much again), m itself otherwise.

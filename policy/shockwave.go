@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/shockwave-sched/shockwave/bayes"
 	"github.com/shockwave-sched/shockwave/market"
 )
 
@@ -162,10 +163,20 @@ func (s *Shockwave) Name() string { return "shockwave" }
 // (spec §3.3 step 5) and forces a re-solve. In online mode the profile
 // metadata is kept for the forecast report only (built from a declared
 // schedule, if any); the market reads the online forecaster.
-func (s *Shockwave) Admit(j *Job) {
-	s.meta[j.ID] = newSWMeta(j, j.AdmitTime)
+func (s *Shockwave) Admit(j *Job) { s.admit(j, nil) }
+
+// admit is Admit with p, what Prepare built for j (nil: nothing usable).
+func (s *Shockwave) admit(j *Job, p *swPrepared) {
+	var fc *bayes.Prepared
+	var entry *swOnlineJob
+	if p != nil {
+		p.meta.submit = j.AdmitTime
+		s.meta[j.ID], fc, entry = p.meta, p.fc, p.entry
+	} else {
+		s.meta[j.ID] = newSWMeta(j, j.AdmitTime)
+	}
 	if s.online != nil {
-		if err := s.online.admit(j); err != nil {
+		if err := s.online.admit(j, fc, entry); err != nil {
 			s.admitErrs = append(s.admitErrs, fmt.Sprintf("%v; job %s is planned from the default (%s)", err, j.ID, swDefaultRule))
 		}
 	}

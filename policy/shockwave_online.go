@@ -77,7 +77,24 @@ func newSWOnline(ignoreMode bool) *swOnline {
 // admit starts forecasting j from its registration's shape alone. The
 // registered total is counted at the initial batch size; a job admitted
 // after a rescale (a restart) is converted back.
-func (o *swOnline) admit(j *Job) error {
+func (o *swOnline) admit(j *Job, p *bayes.Prepared, spare *swOnlineJob) error {
+	err := o.fc.AdmitPrepared(o.spec(j), p)
+	if err != nil {
+		return err
+	}
+	e := o.jobs[j.ID]
+	if e == nil {
+		if e = spare; e == nil {
+			e = &swOnlineJob{}
+		}
+		o.jobs[j.ID] = e
+	}
+	e.seen, e.tracked = swSeen{steps: -1, measRound: -1}, true
+	return nil
+}
+
+// spec is what the forecaster is told of j at its admission.
+func (o *swOnline) spec(j *Job) bayes.JobSpec {
 	total := j.TotalSteps
 	if j.BatchSize > 0 && j.BatchSize != j.InitialBatchSize {
 		total = int64(math.Ceil(float64(total) * float64(j.BatchSize) / float64(j.InitialBatchSize)))
@@ -86,16 +103,10 @@ func (o *swOnline) admit(j *Job) error {
 	if o.ignoreMode {
 		mode = ""
 	}
-	err := o.fc.Admit(bayes.JobSpec{
+	return bayes.JobSpec{
 		ID: j.ID, Model: j.Model, Mode: mode, Workers: j.Workers,
 		InitialBatchSize: j.InitialBatchSize, DatasetSize: j.DatasetSize, TotalSteps: max(total, 1),
-	})
-	if err != nil {
-		return err
 	}
-	e := o.entry(j.ID)
-	e.seen, e.tracked = swSeen{steps: -1, measRound: -1}, true
-	return nil
 }
 
 // observe feeds the forecaster what changed for j since the last round:

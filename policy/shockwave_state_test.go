@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -284,29 +285,42 @@ func TestShockwaveReserve_ChangesNoDecision(t *testing.T) {
 }
 
 // BenchmarkShockwave_Admit10000Jobs: the first round's 10,000 admissions
-// into a fresh policy, with the Reserve the Core makes before them and
-// without (as before it).
+// into a fresh policy: with the Reserve the Core makes before them and
+// what Prepare built for each at its registration (prepared; the
+// preparing is not timed), with the Reserve alone (reserved), and with
+// neither (grown, as before both).
 func BenchmarkShockwave_Admit10000Jobs(b *testing.B) {
 	jobs := make([]*Job, 10_000)
 	for i := range jobs {
 		jobs[i] = &Job{ID: fmt.Sprintf("j%05d", i), Model: "ResNet-18", Workers: 1, Priority: 1, InitialBatchSize: 32, BatchSize: 32,
 			DatasetSize: 6400, Throughput: 1, TotalSteps: 1000, IsolatedSeconds: 1, LastRun: -1}
 	}
-	for _, reserve := range []bool{true, false} {
-		b.Run(map[bool]string{true: "reserved", false: "grown"}[reserve], func(b *testing.B) {
+	for _, how := range []string{"prepared", "reserved", "grown"} {
+		b.Run(how, func(b *testing.B) {
 			b.ReportAllocs()
+			prep := make([]Prepared, len(jobs))
 			for range b.N {
 				b.StopTimer()
 				p, err := NewShockwave(DefaultShockwaveConfig())
 				if err != nil {
 					b.Fatal(err)
 				}
+				if how == "prepared" {
+					for i, j := range jobs {
+						prep[i] = p.Prepare(j)
+					}
+					runtime.GC() // the registrations came long before the boundary
+				}
 				b.StartTimer()
-				if reserve {
+				if how != "grown" {
 					p.Reserve(len(jobs))
 				}
-				for _, j := range jobs {
-					p.Admit(j)
+				for i, j := range jobs {
+					if how == "prepared" {
+						p.AdmitPrepared(j, prep[i])
+					} else {
+						p.Admit(j)
+					}
 				}
 			}
 		})
