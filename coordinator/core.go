@@ -85,6 +85,12 @@ type job struct {
 	readmit   bool            // pending again after being lost: keeps its admission time
 	prepared  policy.Prepared // what the policy built ahead of the admission (policy.Preparer), until then
 
+	// Round-boundary scratch (tick.go): 1 + the round whose snapshot held
+	// the job (0: none yet), and the mark of the set of jobs being built
+	// (Core.newMark).
+	inSnapshot int
+	mark       uint64
+
 	// Submitted jobs (submit.go): run by node agents, never marked lost.
 	managed bool
 	adopted bool   // its process registered: the registration replaced the placeholder
@@ -115,6 +121,16 @@ type Core struct {
 	nodeAt  map[string]int  // node name → position in nodes
 	total   int             // GPUs of nodes
 	dynamic bool            // membership changes (nodes.go)
+
+	marks uint64 // the last mark handed out (newMark)
+}
+
+// newMark returns a value no job's mark holds yet: a set of jobs, such as
+// a round's plan, is marked by setting their mark to it, without a map of
+// thousands a round. One set is marked at a time.
+func (c *Core) newMark() uint64 {
+	c.marks++
+	return c.marks
 }
 
 // NewCore returns a Core with no jobs, scheduling with policy p.

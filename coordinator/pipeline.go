@@ -48,7 +48,6 @@ type OpenRound struct {
 	ended    []Ended
 	lostJobs []Ended
 	changed  bool // a job the plan runs ended while the round was open
-	isIn     map[*job]bool
 }
 
 // Round is the index of the open round.
@@ -97,15 +96,7 @@ func (t *OpenRound) allocate() (*policy.Plan, error) {
 }
 
 // wasEligible reports whether j was in the round's snapshot.
-func (t *OpenRound) wasEligible(j *job) bool {
-	if t.isIn == nil {
-		t.isIn = make(map[*job]bool, len(t.eligible))
-		for _, e := range t.eligible {
-			t.isIn[e] = true
-		}
-	}
-	return t.isIn[j]
-}
+func (t *OpenRound) wasEligible(j *job) bool { return j.inSnapshot == t.round+1 }
 
 // Open reports whether a round is between BeginTick and EndTick.
 func (c *Core) Open() bool { return c.open != nil }

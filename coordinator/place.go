@@ -103,6 +103,9 @@ func (p *placer) emptiest() int {
 // only among visible ones when visible is not empty. It returns them, or
 // nil (taking nothing) when there are too few.
 func (p *placer) take(n, count int, visible []int) []int {
+	if p.free[n] < count { // the common refusal of a back-fill: a resident's node is full
+		return nil
+	}
 	base, k := p.off[n], p.nodes[n].GPUs
 	out := make([]int, 0, count)
 	if len(visible) == 0 {

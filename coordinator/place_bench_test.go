@@ -173,3 +173,58 @@ func coreWithJobs(b testing.TB, cluster topology.Cluster, p policy.Policy, n int
 	}
 	return c
 }
+
+// BenchmarkEndTick_10000ResidentsOn320x8Nodes: the loop's close of a round
+// of the 10,000-job load test's shape with resident jobs (each bound to
+// one of 320 nodes of 8 GPUs, widths 1 and 2; the Shockwave policy):
+// placement, the repair of a plan that does not know where the jobs live,
+// and the leases. The solve and the granted jobs' progress between rounds
+// are not timed.
+func BenchmarkEndTick_10000ResidentsOn320x8Nodes(b *testing.B) {
+	p, err := policy.New("shockwave", policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl := topology.Uniform(320, 8)
+	c, err := NewCore(Config{Cluster: cl, MaxFailedLeases: -1}, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 10_000 {
+		r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
+			Workers: 1 + i%2, BatchSize: 32, DatasetSize: 50000, TotalSteps: 200_000, Throughput: 10, Node: cl.Nodes[i%320].Name}
+		if err := c.Register(0, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now, seq, done := 0.0, map[string]uint64{}, map[string]int64{}
+	var last *Round
+	b.ReportAllocs()
+	for range b.N {
+		b.StopTimer()
+		if last != nil {
+			for _, l := range last.Leases {
+				if l.Action != protocol.Run {
+					continue
+				}
+				seq[l.Job]++
+				done[l.Job] += 50
+				e := protocol.Event{V: protocol.Version, Job: l.Job, Type: protocol.EventProgress, Seq: seq[l.Job], Steps: 50, Elapsed: 5,
+					Throughput: 10, StepsDone: done[l.Job], TotalSteps: 200_000, BatchSize: 32}
+				if _, err := c.Deliver(now+5, &e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		now += 60
+		t, err := c.BeginTick(now, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		plan, solveErr := t.Solve()
+		b.StartTimer()
+		if last, err = c.EndTick(plan, solveErr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -54,12 +54,12 @@ func (c *Core) placeRun(p *placer, run, waiting []*job, plan *policy.Plan) ([]*j
 	if len(dropped) == 0 {
 		return run, repairedPlan(plan, nil, nil, moved)
 	}
-	in := make(map[*job]bool, len(run))
+	in := c.newMark()
 	for _, j := range run {
-		in[j] = true
+		j.mark = in
 	}
 	for _, j := range waiting {
-		if in[j] {
+		if j.mark == in {
 			continue
 		}
 		if c.ranLast(j) && p.keep(j.devices) {
@@ -207,7 +207,6 @@ func (c *Core) ranLast(j *job) bool {
 // also names the jobs a repack moved.
 func repairedPlan(plan *policy.Plan, dropped, filled, moved []*job) *policy.Plan {
 	np := *plan
-	np.Explain = slices.Clone(plan.Explain)
 	drop := make(map[string]bool, len(dropped))
 	for _, j := range dropped {
 		drop[j.view.ID] = true
@@ -218,16 +217,12 @@ func repairedPlan(plan *policy.Plan, dropped, filled, moved []*job) *policy.Plan
 			np.Run = append(np.Run, id)
 		}
 	}
-	at := make(map[string]int, len(np.Explain))
-	for i, e := range np.Explain {
-		at[e.Job] = i
-	}
+	// The few jobs it explains anew, applied below in one pass over the
+	// plan's explanations (an index of every job's explanation would cost a
+	// map of thousands a round on a large cluster).
+	var changes []change
 	explain := func(id string, run bool, reason string) {
-		if i, ok := at[id]; ok {
-			np.Explain[i].Run, np.Explain[i].Reason = run, reason
-			return
-		}
-		np.Explain = append(np.Explain, policy.Explanation{Job: id, Run: run, Reason: reason})
+		changes = append(changes, change{id: id, run: run, reason: reason})
 	}
 	names := func(js []*job) string {
 		s := make([]string, len(js))
@@ -242,6 +237,9 @@ func repairedPlan(plan *policy.Plan, dropped, filled, moved []*job) *policy.Plan
 	for _, j := range filled {
 		np.Run = append(np.Run, j.view.ID)
 		explain(j.view.ID, true, "plan repair: back-filled onto devices the plan could not use")
+	}
+	if len(changes) > 0 {
+		np.Explain = explainAnew(plan.Explain, changes)
 	}
 	var parts []string
 	if len(moved) > 0 {
@@ -259,4 +257,34 @@ func repairedPlan(plan *policy.Plan, dropped, filled, moved []*job) *policy.Plan
 	}
 	np.Note = note
 	return &np
+}
+
+// change is a job's new explanation in a repaired plan.
+type change struct {
+	id, reason string
+	run        bool
+}
+
+// explainAnew is a copy of explain with each changed job's explanation
+// replaced (the last, should the plan have several), or appended for a
+// job it does not explain; of a job's several changes, the last counts.
+func explainAnew(explain []policy.Explanation, changes []change) []policy.Explanation {
+	out := slices.Clone(explain)
+	want := make(map[string]int, len(changes))
+	for i, c := range changes {
+		want[c.id] = i
+	}
+	found := make([]bool, len(changes))
+	for i := len(out) - 1; i >= 0; i-- {
+		if k, ok := want[out[i].Job]; ok && !found[k] {
+			out[i].Run, out[i].Reason, found[k] = changes[k].run, changes[k].reason, true
+		}
+	}
+	for k, c := range changes {
+		if !found[k] && want[c.id] == k { // a job changed twice: the last change counts
+			found[k] = true
+			out = append(out, policy.Explanation{Job: c.id, Run: c.run, Reason: c.reason})
+		}
+	}
+	return out
 }

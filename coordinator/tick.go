@@ -83,6 +83,7 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 		}
 		c.frozen = append(c.frozen, j.view) // a copy: events change the job's view while the policy reads this
 		t.eligible = append(t.eligible, j)
+		j.inSnapshot = c.round + 1
 	}
 	t.snap.Jobs = make([]*policy.Job, len(c.frozen))
 	for i := range c.frozen {
@@ -168,17 +169,17 @@ func (c *Core) checkPlan(p *policy.Plan, t *OpenRound) ([]*job, error) {
 		return nil, fmt.Errorf("nil plan")
 	}
 	run := make([]*job, 0, len(p.Run))
-	seen := make(map[string]bool, len(p.Run))
+	seen := c.newMark()
 	gpus := 0
 	for _, id := range p.Run {
 		j, ok := c.jobs[id]
 		if !ok || !t.wasEligible(j) {
 			return nil, fmt.Errorf("plan runs job %q, which is not active", id)
 		}
-		if seen[id] {
+		if j.mark == seen {
 			return nil, fmt.Errorf("plan runs job %q twice", id)
 		}
-		seen[id] = true
+		j.mark = seen
 		if j.state != Active {
 			t.changed = true
 			continue
@@ -197,7 +198,7 @@ func (c *Core) checkPlan(p *policy.Plan, t *OpenRound) ([]*job, error) {
 // jobs that ran in the previous round and do not now.
 func (c *Core) issue(p *placer, run []*job, t *OpenRound) []protocol.Lease {
 	leases := make([]protocol.Lease, 0, len(run))
-	scheduled := make(map[*job]bool, len(run))
+	scheduled := c.newMark()
 	for _, j := range run {
 		l := c.leaseAt(j, protocol.Run, t.round, t.now)
 		l.Workers = p.ids(j.next)
@@ -207,10 +208,10 @@ func (c *Core) issue(p *placer, run []*job, t *OpenRound) []protocol.Lease {
 			t.covered = append(t.covered, j.view.ID)
 		}
 		leases = append(leases, l)
-		scheduled[j] = true
+		j.mark = scheduled
 	}
 	for _, j := range c.active {
-		if !scheduled[j] && j.leaseRound == t.round-1 && j.leaseRound >= 0 {
+		if j.mark != scheduled && j.leaseRound == t.round-1 && j.leaseRound >= 0 {
 			l := c.leaseAt(j, protocol.Suspend, t.round, t.now)
 			l.Reason = "preempted"
 			if j.void != "" {
