@@ -36,7 +36,7 @@ type OpenRound struct {
 	snap   policy.Snapshot
 	none   bool // no nodes: the policy is not asked
 
-	admitted []policy.Job      // copies of the views of the jobs admitted at this boundary
+	admitted []*policy.Job     // the views of the jobs admitted at this boundary, as the snapshot holds them (tick.go)
 	prepared []policy.Prepared // what the policy built for each ahead of it (policy.Preparer), or nil
 	wait     <-chan struct{}   // closed when a lent policy is free again
 	before   []policyCall      // calls held back while it was lent, made before Admit
@@ -79,9 +79,9 @@ func (t *OpenRound) admit() {
 	pr, _ := t.pol.(policy.Preparer)
 	for i := range t.admitted {
 		if pr != nil && t.prepared[i] != nil {
-			pr.AdmitPrepared(&t.admitted[i], t.prepared[i])
+			pr.AdmitPrepared(t.admitted[i], t.prepared[i])
 		} else {
-			t.pol.Admit(&t.admitted[i])
+			t.pol.Admit(t.admitted[i])
 		}
 	}
 	t.admitted, t.prepared = nil, nil

@@ -50,9 +50,9 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 	// Sized once: the first round of a large cluster admits thousands, and
 	// growing these slices of views by appends copied each several times
 	// (BenchmarkBeginTick_FirstRoundOf10000Jobs).
-	t.admitted = make([]policy.Job, 0, len(c.pending))
 	t.prepared = make([]policy.Prepared, 0, len(c.pending))
 	c.active = slices.Grow(c.active, len(c.pending))
+	first := len(c.active) // the admitted jobs are c.active[first:]
 	for _, j := range c.pending {
 		j.state = Active
 		j.view.Seq = c.nextSeq
@@ -62,7 +62,6 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 		j.readmit = false
 		c.nextSeq++
 		c.active = append(c.active, j)
-		t.admitted = append(t.admitted, j.view) // told to the policy in Solve, before Allocate
 		t.prepared = append(t.prepared, j.prepared)
 		j.prepared = nil
 	}
@@ -76,10 +75,20 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 	t.snap = policy.Snapshot{Round: c.round, Now: now, GPUs: c.total, RoundSeconds: c.cfg.RoundSeconds, Nodes: c.nodeSizes()}
 	c.frozen = slices.Grow(c.frozen[:0], len(c.active))
 	t.eligible = make([]*job, 0, len(c.active))
-	for _, j := range c.active {
+	// The admitted jobs' views told to the policy in Solve, before Allocate:
+	// an eligible one's is its copy in the snapshot (one copy of each view
+	// a round, as the first round of a large cluster admits thousands).
+	frozenAt := make([]int, 0, len(c.active)-first)
+	for i, j := range c.active {
 		if why := c.waitReason(j); why != "" {
 			t.waits = append(t.waits, policy.Explanation{Job: j.view.ID, Reason: why})
+			if i >= first {
+				frozenAt = append(frozenAt, -1)
+			}
 			continue
+		}
+		if i >= first {
+			frozenAt = append(frozenAt, len(c.frozen))
 		}
 		c.frozen = append(c.frozen, j.view) // a copy: events change the job's view while the policy reads this
 		t.eligible = append(t.eligible, j)
@@ -88,6 +97,15 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 	t.snap.Jobs = make([]*policy.Job, len(c.frozen))
 	for i := range c.frozen {
 		t.snap.Jobs[i] = &c.frozen[i]
+	}
+	t.admitted = make([]*policy.Job, len(frozenAt))
+	for k, at := range frozenAt {
+		if at >= 0 {
+			t.admitted[k] = &c.frozen[at]
+		} else {
+			v := c.active[first+k].view // waits: not in the snapshot
+			t.admitted[k] = &v
+		}
 	}
 	if c.total == 0 {
 		t.none = true

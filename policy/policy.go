@@ -93,7 +93,9 @@ type Plan = protocol.PlanInfo
 // each newly admitted job (admission order), then Allocate.
 type Policy interface {
 	Name() string
-	// Admit announces a job that joins the active set in this round.
+	// Admit announces a job that joins the active set in this round. j
+	// may be the very view the round's Snapshot holds: the policy reads
+	// it, and neither changes it nor keeps it past the call.
 	Admit(j *Job)
 	// Remove announces that a job left (completed, failed or cancelled).
 	Remove(id string)
