@@ -70,12 +70,15 @@ type job struct {
 	leaseSteps   int64
 	leaseElapsed float64
 	leaseBatch   int
-	workers      []int                  // GPU ids of the most recent RUN lease
-	devices      []protocol.NodeDevices // the same grant per node (place.go)
-	next         []protocol.NodeDevices // this tick's grant while placing
-	void         string                 // why the current lease became void (nodes.go)
-	runUntil     float64                // the latest expiry of the RUN leases sent (leases.go)
-	resuspended  int                    // 1 + the round of the last SUSPEND sent again (leases.go), 0 if none
+	// GPU ids of the most recent RUN lease, and the same grant per node
+	// (place.go). Both are replaced, never changed in place: status rows
+	// share them (status.go).
+	workers     []int
+	devices     []protocol.NodeDevices
+	next        []protocol.NodeDevices // this tick's grant while placing
+	void        string                 // why the current lease became void (nodes.go)
+	runUntil    float64                // the latest expiry of the RUN leases sent (leases.go)
+	resuspended int                    // 1 + the round of the last SUSPEND sent again (leases.go), 0 if none
 
 	node    string // resident process's node ("" when none)
 	visible []int  // its visible local devices, sorted (empty: all)

@@ -181,22 +181,7 @@ func coreWithJobs(b testing.TB, cluster topology.Cluster, p policy.Policy, n int
 // and the leases. The solve and the granted jobs' progress between rounds
 // are not timed.
 func BenchmarkEndTick_10000ResidentsOn320x8Nodes(b *testing.B) {
-	p, err := policy.New("shockwave", policy.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cl := topology.Uniform(320, 8)
-	c, err := NewCore(Config{Cluster: cl, MaxFailedLeases: -1}, p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range 10_000 {
-		r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
-			Workers: 1 + i%2, BatchSize: 32, DatasetSize: 50000, TotalSteps: 200_000, Throughput: 10, Node: cl.Nodes[i%320].Name}
-		if err := c.Register(0, r); err != nil {
-			b.Fatal(err)
-		}
-	}
+	c := residentsCore(b)
 	now, seq, done := 0.0, map[string]uint64{}, map[string]int64{}
 	var last *Round
 	b.ReportAllocs()
@@ -227,4 +212,53 @@ func BenchmarkEndTick_10000ResidentsOn320x8Nodes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// residentsCore is a Core of the load test's shape: 10,000 ResNet-18 jobs
+// of widths 1 and 2, each resident on one of 320 nodes of 8 GPUs, under
+// the Shockwave policy.
+func residentsCore(b *testing.B) *Core {
+	b.Helper()
+	p, err := policy.New("shockwave", policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl := topology.Uniform(320, 8)
+	c, err := NewCore(Config{Cluster: cl, MaxFailedLeases: -1}, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 10_000 {
+		r := &protocol.Register{V: protocol.Version, Job: "job-" + strconv.Itoa(i), Model: "ResNet-18",
+			Workers: 1 + i%2, BatchSize: 32, DatasetSize: 50000, TotalSteps: 200_000, Throughput: 10, Node: cl.Nodes[i%320].Name}
+		if err := c.Register(0, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return c
+}
+
+// BenchmarkJobTable_10000Jobs: the job table the service copies on the
+// loop after every round for its summary (handlers.go), at the load
+// test's shape after one round (about 1,900 jobs holding GPUs): into a
+// fresh slice (Jobs, as for a status reply) and into the buffer of an
+// earlier round (AppendJobs, as for the summary).
+func BenchmarkJobTable_10000Jobs(b *testing.B) {
+	c := residentsCore(b)
+	if _, err := c.Tick(60); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("fresh", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			_ = c.Jobs()
+		}
+	})
+	b.Run("reused", func(b *testing.B) {
+		b.ReportAllocs()
+		var table []JobStatus
+		for range b.N {
+			table = c.AppendJobs(table[:0])
+		}
+	})
 }

@@ -34,11 +34,12 @@ type Service struct {
 	in        chan record
 	statusq   chan statusRequest
 	snapq     chan roundSummary
-	stateq    chan stateWrite // encoded state snapshots for the writer (recovery.go)
-	ticked    chan error      // result of publishing a tick record
-	planned   chan error      // result of publishing a plan record
-	leaseq    chan leaseBatch // leases for the publisher (handlers.go)
-	gen       atomic.Uint64   // leadership terms ended: leases of an earlier one are not sent
+	tables    chan []JobStatus // job tables the writer is done with, for the next rounds' summaries
+	stateq    chan stateWrite  // encoded state snapshots for the writer (recovery.go)
+	ticked    chan error       // result of publishing a tick record
+	planned   chan error       // result of publishing a plan record
+	leaseq    chan leaseBatch  // leases for the publisher (handlers.go)
+	gen       atomic.Uint64    // leadership terms ended: leases of an earlier one are not sent
 	agentq    chan agentRequest
 	agents    agentState                     // node liveness, owned by the loop (agents.go)
 	uplink    uplinkState                    // agents' events budgets, owned by the agents handler (uplink.go)
@@ -130,6 +131,7 @@ func NewService(nc *nats.Conn, cfg ServiceConfig) (*Service, error) {
 		in:        make(chan record, 4096),
 		statusq:   make(chan statusRequest, 64),
 		snapq:     make(chan roundSummary, 1),
+		tables:    make(chan []JobStatus, 2),
 		stateq:    make(chan stateWrite, 1),
 		ticked:    make(chan error, 1),
 		agentq:    make(chan agentRequest, 256),

@@ -15,8 +15,13 @@ type JobStatus = protocol.JobInfo
 
 // Jobs returns the job table: pending and active jobs in admission order
 // (pending last), then ended jobs sorted by id.
-func (c *Core) Jobs() []JobStatus {
-	out := make([]JobStatus, 0, len(c.jobs))
+func (c *Core) Jobs() []JobStatus { return c.AppendJobs(make([]JobStatus, 0, len(c.jobs))) }
+
+// AppendJobs appends the job table (Jobs) to out: the service builds the
+// table each round into the buffer of an earlier round whose summary was
+// written, rather than allocating a new one.
+func (c *Core) AppendJobs(out []JobStatus) []JobStatus {
+	out = slices.Grow(out, len(c.jobs))
 	for _, j := range c.active {
 		out = append(out, c.status(j))
 	}
@@ -154,8 +159,9 @@ func (c *Core) status(j *job) JobStatus {
 		LastSeq: j.lastSeq, Node: j.node, Reason: j.reason,
 	}
 	if j.state == Active && j.leaseRound == c.round-1 && j.leaseRound >= 0 {
-		s.GPUs = slices.Clone(j.workers)
-		s.Devices = cloneGrant(j.devices)
+		// Shared, not copied (thousands of rows a round): a job's grant is
+		// replaced each round, never changed in place, and rows are read.
+		s.GPUs, s.Devices = j.workers, j.devices
 	}
 	return s
 }
