@@ -15,12 +15,16 @@ type JobStatus = protocol.JobInfo
 
 // Jobs returns the job table: pending and active jobs in admission order
 // (pending last), then ended jobs sorted by id.
-func (c *Core) Jobs() []JobStatus { return c.AppendJobs(make([]JobStatus, 0, len(c.jobs))) }
+func (c *Core) Jobs() []JobStatus { return c.AppendJobs(nil) }
 
 // AppendJobs appends the job table (Jobs) to out: the service builds the
 // table each round into the buffer of an earlier round whose summary was
-// written, rather than allocating a new one.
+// written, rather than allocating a new one. The result is never nil, so
+// that an empty table encodes (and digests) as [] however it was built.
 func (c *Core) AppendJobs(out []JobStatus) []JobStatus {
+	if out == nil {
+		out = make([]JobStatus, 0, len(c.jobs))
+	}
 	out = slices.Grow(out, len(c.jobs))
 	for _, j := range c.active {
 		out = append(out, c.status(j))

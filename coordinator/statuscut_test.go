@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shockwave-sched/shockwave/policy"
 	"github.com/shockwave-sched/shockwave/protocol"
 	"github.com/shockwave-sched/shockwave/topology"
 )
@@ -156,4 +157,51 @@ func rhoOf(rep *protocol.StatusReply, job string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestJobs_ATableBuiltIntoAnOldBufferIsTheFreshTable: the round summary's
+// table, built into the buffer of an earlier (longer) one, encodes and
+// digests as a fresh table does, the empty table included ([], not null:
+// a replay compares the digest of a fresh one), and rows share no slice a
+// later round changes.
+func TestJobs_ATableBuiltIntoAnOldBufferIsTheFreshTable(t *testing.T) {
+	p, err := policy.New("shockwave", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := NewCore(Config{GPUs: 4}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range [][]JobStatus{empty.Jobs(), empty.AppendJobs(nil), empty.AppendJobs(make([]JobStatus, 3)[:0])} {
+		if b, _ := json.Marshal(got); string(b) != "[]" {
+			t.Fatalf("an empty table encodes as %s", b)
+		}
+	}
+	c := plannedCore(t, topology.Uniform(2, 2), 9, "job-8")
+	old := plannedCore(t, topology.Uniform(4, 4), 30, "job-3").Jobs()
+	fresh := c.Jobs()
+	reused := c.AppendJobs(old[:0])
+	want, _ := json.Marshal(fresh)
+	got, _ := json.Marshal(reused)
+	d1, _ := digestOf(fresh, c.LastPlan())
+	d2, _ := digestOf(reused, c.LastPlan())
+	if string(got) != string(want) || d1 != d2 {
+		t.Fatalf("the table built into an old buffer differs:\n%s\n%s", got, want)
+	}
+	held := 0
+	for _, r := range fresh {
+		if len(r.GPUs) > 0 {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatal("no job holds GPUs: the test shows nothing about shared grants")
+	}
+	if _, err := c.Tick(120); err != nil { // the next round replaces the grants
+		t.Fatal(err)
+	}
+	if again, _ := json.Marshal(fresh); string(again) != string(want) {
+		t.Fatalf("a round changed a table taken before it:\n%s\n%s", again, want)
+	}
 }
