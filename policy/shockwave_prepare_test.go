@@ -1,9 +1,7 @@
 package policy
 
 import (
-	"bytes"
 	"fmt"
-	"reflect"
 	"testing"
 )
 
@@ -93,18 +91,7 @@ func TestShockwavePrepare_ChangesNoDecision(t *testing.T) {
 					prep = restored
 					admit(r, 120, 200)
 				}
-				snap := Snapshot{Round: r, Now: float64(r * 60), GPUs: 64, RoundSeconds: 60, Jobs: jobs}
-				a, errA := plain.Allocate(&snap)
-				b, errB := prep.Allocate(&snap)
-				if errA != nil || errB != nil {
-					t.Fatal(errA, errB)
-				}
-				if !reflect.DeepEqual(a, b) {
-					t.Fatalf("round %d: the plans differ:\n%+v\n%+v", r, a.Run, b.Run)
-				}
-				if !bytes.Equal(plain.MarshalState(), prep.MarshalState()) {
-					t.Fatalf("round %d: the saved states differ", r)
-				}
+				a := sameRound(t, &Snapshot{Round: r, Now: float64(r * 60), GPUs: 64, RoundSeconds: 60, Jobs: jobs}, plain, prep)
 				for i, j := range jobs { // the jobs run: the next round's forecasts read what they did
 					if a.Run != nil && i%2 == r%2 {
 						j.StepsDone += 100

@@ -269,19 +269,26 @@ func TestShockwaveReserve_ChangesNoDecision(t *testing.T) {
 			reserved = restored
 			admit(r, 260, 600)
 		}
-		snap := Snapshot{Round: r, Now: float64(r * 60), GPUs: 64, RoundSeconds: 60, Jobs: jobs}
-		a, errA := grown.Allocate(&snap)
-		b, errB := reserved.Allocate(&snap)
-		if errA != nil || errB != nil {
-			t.Fatal(errA, errB)
-		}
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("round %d: the plans differ:\n%+v\n%+v", r, a.Run, b.Run)
-		}
-		if !bytes.Equal(grown.MarshalState(), reserved.MarshalState()) {
-			t.Fatalf("round %d: the saved states differ", r)
-		}
+		sameRound(t, &Snapshot{Round: r, Now: float64(r * 60), GPUs: 64, RoundSeconds: 60, Jobs: jobs}, grown, reserved)
 	}
+}
+
+// sameRound has two policies allocate snap and fails unless their plans
+// and saved states are equal; it returns the first's plan.
+func sameRound(t *testing.T, snap *Snapshot, p, q *Shockwave) *Plan {
+	t.Helper()
+	a, errA := p.Allocate(snap)
+	b, errB := q.Allocate(snap)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("round %d: the plans differ:\n%+v\n%+v", snap.Round, a.Run, b.Run)
+	}
+	if !bytes.Equal(p.MarshalState(), q.MarshalState()) {
+		t.Fatalf("round %d: the saved states differ", snap.Round)
+	}
+	return a
 }
 
 // BenchmarkShockwave_Admit10000Jobs: the first round's 10,000 admissions
