@@ -48,7 +48,7 @@ func (c *Core) BeginTick(now float64, wait <-chan struct{}) (*OpenRound, error) 
 		}
 	}
 	// Sized once: the first round of a large cluster admits thousands, and
-	// growing these slices of views by appends copied each several times
+	// growing these slices by appends copied each several times
 	// (BenchmarkBeginTick_FirstRoundOf10000Jobs).
 	t.prepared = make([]policy.Prepared, 0, len(c.pending))
 	c.active = slices.Grow(c.active, len(c.pending))
