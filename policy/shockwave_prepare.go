@@ -13,7 +13,6 @@ import (
 // checks that the state is its own), and it keeps the fields they read to
 // check that the admitted view still has them.
 type swPrepared struct {
-	s     *Shockwave // the policy that built it
 	in    swAdmitInputs
 	bss   []int     // PlannedBatchSizes
 	secs  []float64 // PlannedEpochSeconds
