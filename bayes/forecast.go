@@ -174,9 +174,15 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 	var N, fm [maxLevels]float64
 	var row [maxLevels]float64
 	cur.P[0] = 1
-	q := 1.0 // probability of not having left the current regime yet
-	tail := beyondFamilies(&st)
+	q := 1.0                   // probability of not having left the current regime yet
+	horizon := c + exactEpochs // from here on, weak rows and a jump (forecast_jump.go)
+	tail := min(beyondFamilies(&st), horizon)
 	for e := c; e < E; e++ {
+		if e == horizon {
+			if k := fullEpochsFrom(e, E, pTotal); k > 0 && jumpEpochs(cur, &N, &fm, &q, &st, L, k) {
+				e += k
+			}
+		}
 		P, A, B := &cur.P, &cur.A, &cur.B
 		w := 1.0
 		if e == c {

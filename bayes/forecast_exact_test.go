@@ -10,7 +10,11 @@ import (
 // textbookRaw is forecastRaw as it was before the recursion skipped the
 // epochs beyond the families' data: every step, every transition row
 // copied. TestForecast_SkippingBeyondTheFamiliesKeepsEveryBit compares them.
-func (f *Forecaster) textbookRaw(j *job) (Forecast, error) {
+func (f *Forecaster) textbookRaw(j *job) (Forecast, error) { return f.textbookWithin(j, math.MaxInt) }
+
+// textbookWithin is textbookRaw with the weak rows as every transition
+// from the epoch horizon on.
+func (f *Forecaster) textbookWithin(j *job, horizon int) (Forecast, error) {
 	var st forecastState
 	f.prepare(j, &st)
 	uninformed := f.throughputs(j, &st)
@@ -67,7 +71,11 @@ func (f *Forecaster) textbookRaw(j *job) (Forecast, error) {
 			if P[i] == 0 {
 				continue
 			}
-			f.transition(&st, e, i, &row)
+			if e < horizon {
+				f.transition(&st, e, i, &row)
+			} else {
+				row = st.weak[i]
+			}
 			if i == 0 && q > 0 {
 				for k := 1; k < L; k++ {
 					fm[k] += q * row[k]

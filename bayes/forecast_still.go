@@ -11,7 +11,9 @@ import "math"
 // epoch to epoch computed once: x = w·d is d where the whole epoch remains
 // (w = 1), so (2·x)·A + (x·x)·P and x·P take the same values each epoch.
 // Levels do not interact while nothing moves, so they are finished one
-// after the other. The bits are the loop's (TestForecast_StillEpochs…).
+// after the other. The bits are the loop's (TestForecast_StillEpochs…),
+// but for a run of more than exactEpochs whole epochs, which is summed in
+// closed form (a long job's: forecast_jump.go).
 func stillEpochs(m *moments, N, dur *[maxLevels]float64, L, from, E int, pTotal float64) {
 	for i := range L {
 		p := m.P[i]
@@ -21,6 +23,13 @@ func stillEpochs(m *moments, N, dur *[maxLevels]float64, L, from, E int, pTotal 
 		a, b, n, d := m.A[i], m.B[i], N[i], dur[i]
 		c2, t2, dp := 2*d, d*d*p, d*p
 		e := from
+		if k := fullStill(from, E, pTotal); k > exactEpochs { // a long job's (forecast_jump.go): summed
+			fk := float64(k)
+			b += fk*(c2*a+t2) + c2*dp*fk*(fk-1)/2
+			a += fk * dp
+			n += fk * p
+			e += k
+		}
 		for ; e < E && !(float64(e+1) > pTotal); e++ { // w = 1
 			b += c2*a + t2
 			a += dp
@@ -38,6 +47,16 @@ func stillEpochs(m *moments, N, dur *[maxLevels]float64, L, from, E int, pTotal 
 		}
 		m.A[i], m.B[i], N[i] = a, b, n
 	}
+}
+
+// fullStill is how many epochs from `from` on stillEpochs finds whole
+// (w = 1): those before E that end within pTotal.
+func fullStill(from, E int, pTotal float64) int {
+	end := E
+	if pTotal < float64(E) {
+		end = int(math.Floor(pTotal))
+	}
+	return max(0, end-from)
 }
 
 // stillMemo is a job's last still tail: its inputs and results for every

@@ -21,13 +21,14 @@ import (
 const (
 	liveRoundSeconds = 5
 	liveStepsPerSec  = 100
+	liveTotalSteps   = 1_000_000
 )
 
 func liveScaleJobs(n int) []*Job {
 	jobs := make([]*Job, n)
 	for i := range jobs {
 		jobs[i] = &Job{ID: fmt.Sprintf("job-%05d", i), Seq: i, Model: "ResNet-18", Workers: 1 + i%2, Priority: 1,
-			InitialBatchSize: 32, BatchSize: 32, DatasetSize: 50000, TotalSteps: 1_000_000, LastRun: -1}
+			InitialBatchSize: 32, BatchSize: 32, DatasetSize: 50000, TotalSteps: liveTotalSteps, LastRun: -1}
 	}
 	return jobs
 }
@@ -143,7 +144,7 @@ func (s *liveScale) round(tb testing.TB, r int) {
 // job doubles its batch size once it has done 2 and 4 epochs (the steps
 // are recounted at the new size, as the Core's rescale does).
 func (s *liveScale) progress(j *Job, r int) {
-	const total = 1_000_000 * 32 // samples
+	const total = liveTotalSteps * 32 // samples
 	thr := liveStepsPerSec * 32 / float64(j.BatchSize) * math.Pow(1.07, math.Log2(float64(j.BatchSize)/32))
 	done := min(total, s.samples[j.ID]+int64(thr*liveRoundSeconds)*int64(j.BatchSize))
 	s.samples[j.ID] = done
@@ -200,6 +201,14 @@ func BenchmarkShockwaveLive_FirstRound_10000Jobs2560GPUs(b *testing.B) {
 	benchLive(b, 10_000, 2_560, 0, false)
 }
 
+// BenchmarkShockwaveLive_EpochLimit_10000Jobs2560GPUs is the 10,000-job
+// shape with every tenth job declaring the most epochs a registration may
+// (bayes.MaxJobEpochs: 10 steps an epoch for its 1,000,000 steps), as a
+// tenant could: what such jobs cost the rounds of everyone else.
+func BenchmarkShockwaveLive_EpochLimit_10000Jobs2560GPUs(b *testing.B) {
+	benchLiveWith(b, 10_000, 2_560, 24, false, 10)
+}
+
 // BenchmarkShockwaveLive_2000Jobs512GPUs is the same at the 2,000-job shape.
 func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 512, 24, false) }
 
@@ -212,10 +221,21 @@ func BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs(b *testing.B) {
 }
 
 func benchLive(b *testing.B, jobs, gpus, rounds int, dynamic bool) {
+	benchLiveWith(b, jobs, gpus, rounds, dynamic, 0)
+}
+
+// benchLiveWith is benchLive with every longEvery-th job (none if 0) at
+// the epoch limit.
+func benchLiveWith(b *testing.B, jobs, gpus, rounds int, dynamic bool, longEvery int) {
 	runtime.LockOSThread() // threadCPU measures this goroutine's thread
 	defer runtime.UnlockOSThread()
 	for range b.N {
 		s := newLiveScale(b, jobs, gpus, dynamic)
+		if longEvery > 0 {
+			for i := 0; i < jobs; i += longEvery {
+				s.jobs[i].DatasetSize = 32 * int(liveTotalSteps/bayes.MaxJobEpochs) // 10 steps an epoch
+			}
+		}
 		for r := range rounds + 1 {
 			s.round(b, r)
 		}
