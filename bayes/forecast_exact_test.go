@@ -200,6 +200,19 @@ func TestForecast_SkippingBeyondTheFamiliesKeepsEveryBit(t *testing.T) {
 			}
 			compared++
 		}
+		if round%50 == 25 { // a restored forecaster rebuilds the nodes' index of their moves (not saved)
+			restored := NewForecaster(ForecastConfig{})
+			if err := restored.UnmarshalState(f.MarshalState()); err != nil {
+				t.Fatal(err)
+			}
+			for _, lj := range jobs {
+				got, _ := restored.forecastRaw(restored.jobs[lj.id])
+				want, _ := f.forecastRaw(f.jobs[lj.id])
+				if got != want || math.Float64bits(got.NextProb) != math.Float64bits(want.NextProb) {
+					t.Fatalf("round %d job %s restored: %+v, the original %+v", round, lj.id, got, want)
+				}
+			}
+		}
 	}
 	if compared < 1000 || skipped < compared/10 {
 		t.Fatalf("%d forecasts compared, %d reaching past their families' data: too few to test the skip", compared, skipped)

@@ -209,6 +209,22 @@ func BenchmarkShockwaveLive_EpochLimit_10000Jobs2560GPUs(b *testing.B) {
 	benchLiveWith(b, 10_000, 2_560, 24, false, 10)
 }
 
+// BenchmarkShockwaveLive_MatureFamilies_10000Jobs2560GPUs is the 10,000-job
+// shape in a cluster with history: before the first round, 20 jobs of the
+// same shape ran to completion and taught the model's families every
+// epoch (the load test and the benchmark above start with empty families,
+// whose data then reaches only the few epochs the running jobs passed).
+func BenchmarkShockwaveLive_MatureFamilies_10000Jobs2560GPUs(b *testing.B) {
+	benchLiveHistory(b, 10_000, 2_560, 24, false, 0, 20)
+}
+
+// BenchmarkShockwaveLive_MatureFamilies_Dynamic_10000Jobs2560GPUs is the
+// same with the dynamic shape: half the jobs, and half the completed ones,
+// gns jobs that doubled their batch size after epochs 2 and 4.
+func BenchmarkShockwaveLive_MatureFamilies_Dynamic_10000Jobs2560GPUs(b *testing.B) {
+	benchLiveHistory(b, 10_000, 2_560, 24, true, 0, 20)
+}
+
 // BenchmarkShockwaveLive_2000Jobs512GPUs is the same at the 2,000-job shape.
 func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 512, 24, false) }
 
@@ -227,10 +243,56 @@ func benchLive(b *testing.B, jobs, gpus, rounds int, dynamic bool) {
 // benchLiveWith is benchLive with every longEvery-th job (none if 0) at
 // the epoch limit.
 func benchLiveWith(b *testing.B, jobs, gpus, rounds int, dynamic bool, longEvery int) {
+	benchLiveHistory(b, jobs, gpus, rounds, dynamic, longEvery, 0)
+}
+
+// teachHistory completes n jobs of the live shape in the policy's
+// forecaster, as if they had run before: every epoch of each teaches the
+// model's families (a dynamic history job, every other one, doubles its
+// batch size after epochs 2 and 4, as the dynamic shape's jobs do).
+func (s *liveScale) teachHistory(tb testing.TB, n int) {
+	tb.Helper()
+	fc := s.p.online.fc
+	for k := range n {
+		j := &Job{ID: fmt.Sprintf("history-%d", k), Model: "ResNet-18", Workers: 1 + k%2, Priority: 1,
+			InitialBatchSize: 32, BatchSize: 32, DatasetSize: 50000, TotalSteps: liveTotalSteps}
+		if s.dynamic && k%2 == 1 {
+			j.Mode = "gns"
+		}
+		if err := fc.Admit(s.p.online.spec(j)); err != nil {
+			tb.Fatal(err)
+		}
+		bs, total := 32, int64(liveTotalSteps)
+		if j.Mode == "gns" {
+			for _, at := range []int64{2, 4} { // epochs done at the old size, then the total recounted
+				steps := at * 50000 / int64(bs)
+				o := bayes.Observation{BatchSize: bs, StepsDone: steps, TotalSteps: total, Elapsed: 60, Throughput: 100}
+				if err := fc.Observe(j.ID, o); err != nil {
+					tb.Fatal(err)
+				}
+				total, bs = total/2, bs*2
+				o = bayes.Observation{BatchSize: bs, StepsDone: steps / 2, TotalSteps: total, Elapsed: 1, Throughput: 60}
+				if err := fc.Observe(j.ID, o); err != nil {
+					tb.Fatal(err)
+				}
+			}
+		}
+		o := bayes.Observation{BatchSize: bs, StepsDone: total, TotalSteps: total, Elapsed: 60, Throughput: 100}
+		if err := fc.Observe(j.ID, o); err != nil {
+			tb.Fatal(err)
+		}
+		fc.Complete(j.ID)
+	}
+}
+
+// benchLiveHistory is benchLiveWith after history completed jobs
+// (teachHistory).
+func benchLiveHistory(b *testing.B, jobs, gpus, rounds int, dynamic bool, longEvery, history int) {
 	runtime.LockOSThread() // threadCPU measures this goroutine's thread
 	defer runtime.UnlockOSThread()
 	for range b.N {
 		s := newLiveScale(b, jobs, gpus, dynamic)
+		s.teachHistory(b, history)
 		if longEvery > 0 {
 			for i := 0; i < jobs; i += longEvery {
 				s.jobs[i].DatasetSize = 32 * int(liveTotalSteps/bayes.MaxJobEpochs) // 10 steps an epoch
