@@ -205,7 +205,7 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 		if e == E-1 {
 			break
 		}
-		if (e >= tail || quietFrom(&st, P) <= e) && staysPut(&st, P) {
+		if staysPut(&st, P) && (e >= tail || quietFrom(&st, P) <= e) {
 			stillEpochsMemo(&j.still, cur, &N, &st.dur, L, e+1, E, pTotal) // the remaining epochs only accumulate
 			break
 		}
