@@ -177,7 +177,9 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 	q := 1.0                   // probability of not having left the current regime yet
 	horizon := c + exactEpochs // from here on, weak rows and a jump (forecast_jump.go)
 	tail := min(beyondFamilies(&st), horizon)
+	steps := uint64(0)
 	for e := c; e < E; e++ {
+		steps++
 		if e == horizon {
 			if k := fullEpochsFrom(e, E, pTotal); k > 0 && jumpEpochs(cur, &N, &fm, &q, &st, L, k) {
 				e += k
@@ -245,6 +247,7 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 		}
 		cur, nxt = nxt, cur
 	}
+	f.steps += steps
 	A, B := &cur.A, &cur.B
 	mean, m2, vthr := 0.0, 0.0, 0.0
 	for i := range L {

@@ -235,7 +235,15 @@ type Forecaster struct {
 	// memo holds pristine jobs' forecasts at a version (forecast_memo.go).
 	ver  uint64
 	memo forecastMemo
+	// steps counts the epoch steps of every forecast's recursion (Steps).
+	steps uint64
 }
+
+// Steps is the number of epoch steps the forecasts' recursions have made
+// so far: a measure of their work that depends only on what they computed
+// (a forecast answered from a memo makes none; a still tail or a jump
+// counts as one step). Callers bound a round's forecasting with it.
+func (f *Forecaster) Steps() uint64 { return f.steps }
 
 // modelBatch is what a model's jobs taught about batch sizes: how many
 // jobs were seen and the largest batch size any of them used.

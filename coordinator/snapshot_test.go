@@ -348,11 +348,14 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// round's lookups and forecasts that a restored policy starts without.
 		// est and on are caches that are rebuilt after a load (swMeta.derive).
 		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha est on targets guessed stamp ran at"},
-		{fieldType(t, sw, "online").Elem(), "fc ignoreMode jobs"},
+		// budget is from the configuration; over and cursor are saved.
+		{fieldType(t, sw, "online").Elem(), "fc ignoreMode jobs budget over cursor"},
 		{fieldType(t, fieldType(t, sw, "online").Elem(), "jobs").Elem().Elem(), "seen tracked forecast cached"},
 		// det is the detectors' tables and scratch, from the configuration; ver and
-		// memo a cache of forecasts that a restored forecaster starts without.
-		{fc, "cfg jobs nodes thr ratio batch cal det ver memo"},
+		// memo a cache of forecasts that a restored forecaster starts without;
+		// steps a count of work whose callers read only differences within a
+		// round (policy's refresh).
+		{fc, "cfg jobs nodes thr ratio batch cal det ver memo steps"},
 		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own thr exec cal ncal still"},
 		// tab and scr are the configuration's tables and a scratch.
 		{reflect.TypeOf(bayes.Detector{}), "cfg tab scr w mu beta logBeta hi t changeProb"},

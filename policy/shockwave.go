@@ -35,6 +35,12 @@ type ShockwaveConfig struct {
 	// package protocol) from the online forecaster, which then treats
 	// every job as of unknown mode: the ablation of that hint.
 	IgnoreMode bool `json:"ignore_mode,omitempty"`
+	// ForecastBudget bounds a round's online forecasting: the epoch steps
+	// (bayes.Forecaster.Steps) spent on jobs that reported nothing new
+	// since their last forecast. Jobs that did, and jobs never forecast,
+	// are forecast every round regardless. 0 means the default
+	// (DefaultForecastBudget); -1 means no bound.
+	ForecastBudget int64 `json:"forecast_budget,omitempty"`
 	// Accepted and ignored: they configure the original's commercial solver
 	// or nothing at all.
 	GPURAM        float64 `json:"gpu_ram,omitempty"`
@@ -76,6 +82,9 @@ func (c ShockwaveConfig) Validate() error {
 	case "", InfoOnline, InfoProfile:
 	default:
 		return fmt.Errorf("shockwave config: info %q must be %q or %q", c.Info, InfoOnline, InfoProfile)
+	}
+	if c.ForecastBudget < -1 {
+		return fmt.Errorf("shockwave config: forecast_budget %d must be positive, 0 (the default, %d) or -1 (no bound)", c.ForecastBudget, DefaultForecastBudget)
 	}
 	if c.Fairness != "" {
 		if _, err := market.ParseFairness(c.Fairness); err != nil {
@@ -152,6 +161,10 @@ func NewShockwave(cfg ShockwaveConfig) (*Shockwave, error) {
 	}
 	if cfg.Info != InfoProfile {
 		s.online = newSWOnline(cfg.IgnoreMode)
+		s.online.budget = cfg.ForecastBudget
+		if s.online.budget == 0 {
+			s.online.budget = DefaultForecastBudget
+		}
 	}
 	return s, nil
 }

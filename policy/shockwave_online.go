@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
@@ -38,6 +37,14 @@ type swOnline struct {
 	fc         *bayes.Forecaster
 	ignoreMode bool
 	jobs       map[string]*swOnlineJob
+	// budget bounds the forecasting of jobs with nothing new
+	// (ShockwaveConfig.ForecastBudget; −1: no bound). over records that
+	// the last round left some of them unforecast, and cursor the
+	// snapshot index from which this round's refreshes start
+	// (shockwave_refresh.go).
+	budget int64
+	over   bool
+	cursor int
 }
 
 // swOnlineJob is one job's entry: one map lookup a round finds both.
@@ -113,9 +120,9 @@ func (o *swOnline) spec(j *Job) bayes.JobSpec {
 // progress, batch size, execution time, and the newest throughput
 // measurement (a zero measurement is a failed lease and says nothing about
 // speed).
-func (o *swOnline) observe(j *Job, e *swOnlineJob) error {
+func (o *swOnline) observe(j *Job, e *swOnlineJob) (fed bool, err error) {
 	if e == nil || !e.tracked {
-		return nil
+		return false, nil
 	}
 	last := e.seen
 	obs := bayes.Observation{StepsDone: max(j.StepsDone, 0), TotalSteps: max(j.TotalSteps, 1), Epoch: j.Epoch, BatchSize: j.BatchSize}
@@ -127,47 +134,16 @@ func (o *swOnline) observe(j *Job, e *swOnlineJob) error {
 	}
 	obs.Elapsed = max(0, j.RunTime-last.runTime)
 	if obs.StepsDone == last.steps && obs.TotalSteps == last.total && obs.BatchSize == last.batch && meas == last.measRound {
-		return nil
+		return false, nil
 	}
 	if obs.StepsDone > obs.TotalSteps {
 		obs.StepsDone = obs.TotalSteps // a rescale can round completed epochs past the total (spec §2.5)
 	}
 	if err := o.fc.Observe(j.ID, obs); err != nil {
-		return err
+		return false, err
 	}
 	e.seen = swSeen{steps: obs.StepsDone, total: obs.TotalSteps, batch: obs.BatchSize, runTime: j.RunTime, measRound: meas}
-	return nil
-}
-
-// refresh observes every job of the snapshot and recomputes its forecast;
-// metas is the snapshot's metadata by index (swView).
-// It reports whether a job's forecast became informed (its first
-// throughput measurement arrived): a material change that warrants a
-// re-solve.
-func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err error) {
-	for k, j := range snap.Jobs {
-		var e *swOnlineJob
-		if m := metas[k]; m != nil && m.on != nil { // the link onlineForecast keeps
-			e = m.on
-		} else {
-			e = o.jobs[j.ID]
-		}
-		if e == nil || !e.tracked {
-			continue
-		}
-		if err := o.observe(j, e); err != nil {
-			return false, fmt.Errorf("shockwave: online forecast: %w", err)
-		}
-		f, err := o.fc.Forecast(j.ID)
-		if err != nil {
-			return false, fmt.Errorf("shockwave: online forecast: %w", err)
-		}
-		if e.cached && e.forecast.Uninformed && !f.Uninformed {
-			informed = true
-		}
-		e.forecast, e.cached = f, true
-	}
-	return informed, nil
+	return true, nil
 }
 
 // complete teaches the forecaster's family priors with a finished job.
@@ -176,7 +152,7 @@ func (o *swOnline) complete(j *Job) {
 	if e == nil || !e.tracked {
 		return
 	}
-	_ = o.observe(j, e) // the final state; an error leaves the last good one
+	_, _ = o.observe(j, e) // the final state; an error leaves the last good one
 	o.fc.Complete(j.ID)
 	delete(o.jobs, j.ID)
 }

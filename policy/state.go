@@ -167,6 +167,10 @@ func (s *Shockwave) MarshalState() []byte {
 	e.F64(s.t0)
 	e.Bool(s.started)
 	e.Strs(s.admitErrs)
+	if s.online != nil { // version 3
+		e.Bool(s.online.over)
+		e.Int(s.online.cursor)
+	}
 	s.stateSize = len(e.Bytes())
 	return e.Bytes()
 }
@@ -177,8 +181,8 @@ func (s *Shockwave) UnmarshalState(b []byte) error {
 	s.lastIDs = nil // explain reads lastIndex until the next solve
 	d := wire.NewDecoder(b)
 	got, v := d.Str(), d.Int()
-	if d.Err() == nil && (got != s.Name() || (v != swStateVersion && v != stateVersion)) {
-		d.Failf("policy: state of %s (version %d), want %s (version %d or %d)", got, v, s.Name(), stateVersion, swStateVersion)
+	if d.Err() == nil && (got != s.Name() || v < stateVersion || v > swStateVersion) {
+		d.Failf("policy: state of %s (version %d), want %s (version %d to %d)", got, v, s.Name(), stateVersion, swStateVersion)
 	}
 	n := d.Len(8)
 	s.meta = make(map[string]*swMeta, n)
@@ -225,6 +229,12 @@ func (s *Shockwave) UnmarshalState(b []byte) error {
 	}
 	s.t0, s.started = d.F64(), d.Bool()
 	s.admitErrs = d.Strs()
+	if s.online != nil {
+		s.online.over, s.online.cursor = false, 0
+		if v >= 3 { // a state before version 3 was saved after a round that forecast every job
+			s.online.over, s.online.cursor = d.Bool(), d.IntIn(0, math.MaxInt32)
+		}
+	}
 	if err := d.End(); err != nil {
 		return err
 	}
@@ -243,9 +253,10 @@ func (s *Shockwave) checkState() error {
 }
 
 // swStateVersion is the version of the Shockwave policy's state: 2 keeps
-// each job's declared schedule run-length encoded (swSeg). A state of
-// version 1 (per-epoch arrays) still loads, converted.
-const swStateVersion = 2
+// each job's declared schedule run-length encoded (swSeg); 3 adds, online,
+// where the forecast refreshes left off (swOnline.over and cursor). States
+// of versions 1 (per-epoch arrays) and 2 still load.
+const swStateVersion = 3
 
 func (m *swMeta) append(e *wire.Encoder) {
 	e.Int(m.epochs)
