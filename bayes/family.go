@@ -116,6 +116,42 @@ type node struct {
 	lastMove [maxNodeLevels]int32
 }
 
+// The families' memory is bounded, whatever jobs declare and report (a
+// job may imply 100,000 epochs, and each model, mode and recipe makes
+// nodes of its own): the nodes hold at most maxFamilyRows epoch rows
+// together (about 56 bytes each in memory and 73 in the saved state: 29
+// and 38 MB at most; the 900-job trace's runs stay far below). Past that,
+// the nodes with the most rows forget what they learned, as if new
+// (evict): the order needs nothing beyond the saved state, and the longest
+// histories are the ones only jobs as long can read.
+const maxFamilyRows = 1 << 19
+
+// forget clears what the node learned.
+func (n *node) forget() { *n = node{keys: n.keys} }
+
+// evict makes the nodes with the most epoch rows (ties: the first by key)
+// forget, other than those of the teach under way (keep), while the nodes
+// hold more than maxFamilyRows rows together.
+func (f *Forecaster) evict(keep *[3]*node) {
+	for f.rows > maxFamilyRows {
+		var victim *node
+		var vk famKey
+		for k, n := range f.nodes {
+			if len(n.occ) == 0 || n == keep[0] || n == keep[1] || n == keep[2] {
+				continue
+			}
+			if victim == nil || len(n.occ) > len(victim.occ) || len(n.occ) == len(victim.occ) && cmpFamKey(k, vk) < 0 {
+				victim, vk = n, k
+			}
+		}
+		if victim == nil {
+			return
+		}
+		f.rows -= len(victim.occ)
+		victim.forget()
+	}
+}
+
 // index returns the level index of level key, adding it when add is set
 // and there is room; -1 when absent.
 func (n *node) index(key int32, add bool) int {

@@ -150,7 +150,7 @@ func TestForecast_LongJobsAgreeWithTheTextbook(t *testing.T) {
 	jumped, exact := 0, 0
 	for n := range 160 {
 		bs := []int{16, 32}[rng.IntN(2)]
-		E := []int{exactEpochs + 3, 5000, 40_000, MaxJobEpochs}[rng.IntN(4)]
+		E := []int{1000, exactEpochs + 5000, 3 * exactEpochs, MaxJobEpochs}[rng.IntN(4)]
 		spi := int64(ipe(320, bs))
 		sp := JobSpec{ID: strconv.Itoa(n), Model: "m" + strconv.Itoa(n), Mode: modes[n%len(modes)],
 			Workers: 1, InitialBatchSize: bs, DatasetSize: 320, TotalSteps: spi * int64(E)}
@@ -199,7 +199,7 @@ func TestForecast_LongJobsAgreeWithTheTextbook(t *testing.T) {
 			t.Fatalf("job %s (%d epochs at %.1f): %+v, step by step %+v", sp.ID, j.epochs, j.pos, got, want)
 		}
 	}
-	if jumped < 100 {
+	if jumped < 80 || exact < 20 {
 		t.Fatalf("only %d forecasts crossed epochs at once (%d exact)", jumped, exact)
 	}
 	t.Logf("%d forecasts crossed epochs at once, %d stepped every epoch", jumped, exact)

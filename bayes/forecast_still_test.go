@@ -36,7 +36,7 @@ func stillEpochsLoop(m *moments, N, dur *[maxLevels]float64, L, from, E int, pTo
 // partial or beyond the total), stillEpochs leaves every moment and count
 // with the bits of the epoch-by-epoch loop; a run of more than
 // exactEpochs whole epochs, summed in closed form, with its value up to
-// rounding (relative 1e-12).
+// rounding (relative 1e-10: the loop rounds at every epoch).
 func TestForecast_StillEpochsKeepTheLoopsBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 5))
 	long := 0
@@ -55,6 +55,9 @@ func TestForecast_StillEpochsKeepTheLoopsBits(t *testing.T) {
 		}
 		E := 1 + rng.IntN(3000)
 		from := rng.IntN(E + 1)
+		if trial%50 == 0 { // long enough to be summed
+			E, from = exactEpochs+3000+rng.IntN(3000), rng.IntN(3000)
+		}
 		pTotal := float64(E) - 3*rng.Float64()
 		if rng.IntN(3) == 0 {
 			pTotal = float64(E)
@@ -69,7 +72,7 @@ func TestForecast_StillEpochsKeepTheLoopsBits(t *testing.T) {
 		}
 		for i := range maxLevels {
 			for _, c := range [][2]float64{{a.P[i], b.P[i]}, {a.A[i], b.A[i]}, {a.B[i], b.B[i]}, {an[i], bn[i]}} {
-				if summed && math.Abs(c[0]-c[1]) <= 1e-12*math.Abs(c[1]) {
+				if summed && math.Abs(c[0]-c[1]) <= 1e-10*math.Abs(c[1]) {
 					continue // summed in closed form: the loop's value up to rounding
 				}
 				if math.Float64bits(c[0]) != math.Float64bits(c[1]) {

@@ -237,6 +237,9 @@ type Forecaster struct {
 	memo forecastMemo
 	// steps counts the epoch steps of every forecast's recursion (Steps).
 	steps uint64
+	// rows is the family nodes' epoch rows, bounded by maxFamilyRows
+	// (evict); counted again from the nodes on load.
+	rows int
 }
 
 // Steps is the number of epoch steps the forecasts' recursions have made
@@ -422,9 +425,12 @@ func (f *Forecaster) teach(j *job, to int) bool {
 		if j.taught == 0 {
 			nd.jobs++
 		}
+		had := len(nd.occ)
 		nd.teach(j.segs, j.taught, to, j.spec.InitialBatchSize)
+		f.rows += len(nd.occ) - had
 	}
 	j.taught = to
+	f.evict(&j.nodes)
 	return true
 }
 

@@ -101,11 +101,13 @@ func (f *Forecaster) LoadState(d *wire.Decoder) {
 		d.Failf("bayes: state version %d, want 2 or %d", v, stateVersion)
 	}
 	clear(f.nodes)
+	f.rows = 0
 	for range d.Len(40) {
 		k := famKey{level: d.IntIn(0, 2), model: d.Str(), mode: d.Str(), bs0: d.Int(), workers: d.Int()}
 		n := &node{}
 		n.load(d)
 		f.nodes[k] = n
+		f.rows += len(n.occ)
 	}
 	clear(f.thr)
 	for range d.Len(48) {

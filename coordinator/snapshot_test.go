@@ -354,8 +354,8 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// det is the detectors' tables and scratch, from the configuration; ver and
 		// memo a cache of forecasts that a restored forecaster starts without;
 		// steps a count of work whose callers read only differences within a
-		// round (policy's refresh).
-		{fc, "cfg jobs nodes thr ratio batch cal det ver memo steps"},
+		// round (policy's refresh); rows is counted from the nodes on load.
+		{fc, "cfg jobs nodes thr ratio batch cal det ver memo steps rows"},
 		{fjob, "spec nodes epochs bs steps total pos segs truncated taught changes det own thr exec cal ncal still"},
 		// tab and scr are the configuration's tables and a scratch.
 		{reflect.TypeOf(bayes.Detector{}), "cfg tab scr w mu beta logBeta hi t changeProb"},

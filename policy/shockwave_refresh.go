@@ -8,9 +8,8 @@ import (
 // DefaultForecastBudget is ShockwaveConfig.ForecastBudget's default: a
 // million epoch steps of the forecasts' recursions a round, about 20–30 ms
 // on this project's 2-core machine when every step reads family rows.
-// The original traces stay under it in every round (900 jobs of under 800
-// epochs make at most 720,000 steps), so their runs are forecast exactly
-// as without a bound.
+// The original traces' runs stay under it: the 900-job trace's online run
+// gives the same bytes with it and without a bound.
 const DefaultForecastBudget = 1_000_000
 
 // refreshShare: a round over the budget still refreshes at least one in

@@ -225,6 +225,13 @@ func BenchmarkShockwaveLive_MatureFamilies_Dynamic_10000Jobs2560GPUs(b *testing.
 	benchLiveHistory(b, 10_000, 2_560, 24, true, 0, 20)
 }
 
+// BenchmarkShockwaveLive_EpochLimit_Dynamic_10000Jobs2560GPUs is the same
+// with the jobs at the limit gns jobs: their forecasts move between batch
+// sizes at every epoch, so no still tail shortens them.
+func BenchmarkShockwaveLive_EpochLimit_Dynamic_10000Jobs2560GPUs(b *testing.B) {
+	benchLiveHistory(b, 10_000, 2_560, 24, true, -10, 0)
+}
+
 // BenchmarkShockwaveLive_2000Jobs512GPUs is the same at the 2,000-job shape.
 func BenchmarkShockwaveLive_2000Jobs512GPUs(b *testing.B) { benchLive(b, 2_000, 512, 24, false) }
 
@@ -241,7 +248,7 @@ func benchLive(b *testing.B, jobs, gpus, rounds int, dynamic bool) {
 }
 
 // benchLiveWith is benchLive with every longEvery-th job (none if 0) at
-// the epoch limit.
+// the epoch limit (gns jobs if longEvery is negative: every −longEvery-th).
 func benchLiveWith(b *testing.B, jobs, gpus, rounds int, dynamic bool, longEvery int) {
 	benchLiveHistory(b, jobs, gpus, rounds, dynamic, longEvery, 0)
 }
@@ -293,9 +300,12 @@ func benchLiveHistory(b *testing.B, jobs, gpus, rounds int, dynamic bool, longEv
 	for range b.N {
 		s := newLiveScale(b, jobs, gpus, dynamic)
 		s.teachHistory(b, history)
-		if longEvery > 0 {
-			for i := 0; i < jobs; i += longEvery {
+		if longEvery != 0 {
+			for i := 0; i < jobs; i += max(longEvery, -longEvery) {
 				s.jobs[i].DatasetSize = 32 * int(liveTotalSteps/bayes.MaxJobEpochs) // 10 steps an epoch
+				if longEvery < 0 {
+					s.jobs[i].Mode = "gns"
+				}
 			}
 		}
 		for r := range rounds + 1 {
