@@ -110,10 +110,6 @@ type node struct {
 	nlev   int
 	occ    [][maxNodeLevels]float32
 	moves  [][]move
-	// lastMove[i] is one more than the last epoch with a move from level
-	// i (0: none): from there on the level's jobs stayed (derived from
-	// moves, not saved).
-	lastMove [maxNodeLevels]int32
 }
 
 // The families' memory is bounded, whatever jobs declare and report (a
@@ -206,7 +202,6 @@ func (n *node) teach(segs []segment, from, to, bs0 int) {
 }
 
 func (n *node) addMove(e, from, to int) {
-	n.lastMove[from] = max(n.lastMove[from], int32(e+1))
 	for m := range n.moves[e] {
 		if int(n.moves[e][m].from) == from && int(n.moves[e][m].to) == to {
 			n.moves[e][m].n++

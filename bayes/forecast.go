@@ -207,7 +207,7 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 		if e == E-1 {
 			break
 		}
-		if staysPut(&st, P) && (e >= tail || quietFrom(&st, P) <= e) {
+		if e >= tail && staysPut(&st, P) {
 			stillEpochsMemo(&j.still, cur, &N, &st.dur, L, e+1, E, pTotal) // the remaining epochs only accumulate
 			break
 		}
@@ -403,35 +403,11 @@ func (f *Forecaster) prepare(j *job, st *forecastState) {
 	}
 }
 
-// quietFrom is the first epoch from which no family node records a move
-// from a level that holds mass in P: from there on, a level whose weak row
-// stays has the identity for its transition row (transition).
-func quietFrom(st *forecastState, P *[maxLevels]float64) int {
-	q := 0
-	for lvl, nd := range st.nodes {
-		if nd == nil {
-			continue
-		}
-		for i := range st.lv.n {
-			if ni := st.jmap[lvl][i]; P[i] != 0 && ni >= 0 {
-				q = max(q, int(nd.lastMove[ni]))
-			}
-		}
-	}
-	return q
-}
-
 // transition fills row with P(level at e+1 | level i at e): the job's weak
 // row, smoothed successively by the model, model+mode and recipe nodes.
-// A level whose weak row stays and from which no node records a move at e
-// stays: its row is the identity, exactly (the smoothing's sum
-// β/(o+β) + o/(o+β) would differ from 1 by rounding).
 func (f *Forecaster) transition(st *forecastState, e, i int, row *[maxLevels]float64) {
 	L := st.lv.n
 	*row = st.weak[i]
-	if st.stay[i] && !movesFrom(st, e, i) {
-		return
-	}
 	for lvl := range st.nodes {
 		nd := st.nodes[lvl]
 		if nd == nil || e >= len(nd.occ) {
@@ -466,26 +442,6 @@ func (f *Forecaster) transition(st *forecastState, e, i int, row *[maxLevels]flo
 		}
 		row[i] += stay * inv
 	}
-}
-
-// movesFrom reports whether a family node records a move at epoch e from
-// the node level of the job's level i.
-func movesFrom(st *forecastState, e, i int) bool {
-	for lvl, nd := range st.nodes {
-		if nd == nil || e >= len(nd.moves) {
-			continue
-		}
-		ni := st.jmap[lvl][i]
-		if ni < 0 || int(nd.lastMove[ni]) <= e {
-			continue
-		}
-		for _, m := range nd.moves[e] {
-			if m.from == ni {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // throughputs fills the per-level log-throughput mean and variance and the

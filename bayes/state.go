@@ -199,9 +199,6 @@ func (n *node) load(d *wire.Decoder) {
 		if present {
 			n.moves[e] = ms
 		}
-		for _, m := range ms {
-			n.lastMove[m.from] = max(n.lastMove[m.from], int32(e+1))
-		}
 	}
 	if d.Err() == nil && len(n.moves) != len(n.occ) {
 		d.Failf("bayes: state: node with %d occupancy rows and %d move rows", len(n.occ), len(n.moves))
