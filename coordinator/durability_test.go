@@ -355,6 +355,9 @@ func childConfig() ServiceConfig {
 	if os.Getenv("SHOCKWAVE_FAILOVER_AGENTS") != "" { // nodes join as agents, which carry their residents
 		cfg.Core.GPUs, cfg.Core.Dynamic, cfg.AgentsCarryResidents = 0, true, true
 	}
+	if v := os.Getenv("SHOCKWAVE_CHILD_POLICY_CONFIG"); v != "" { // the Shockwave configuration
+		cfg.PolicyOptions.Config = json.RawMessage(v)
+	}
 	if v := os.Getenv("SHOCKWAVE_FAILOVER_CARRY"); v != "" { // the carry window
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -366,12 +369,27 @@ func childConfig() ServiceConfig {
 }
 
 func TestDurability_KillNineAtAnyMomentLosesNothingAndChangesNoPlan(t *testing.T) {
+	killNineAtAnyMoment(t)
+}
+
+// TestDurability_KillNineOverTheForecastBudget is the same with a forecast
+// budget of one step: most rounds leave some waiting jobs' forecasts for
+// later rounds, and where the refreshes left off is part of the state each
+// restart restores (policy/shockwave_refresh.go).
+func TestDurability_KillNineOverTheForecastBudget(t *testing.T) {
+	killNineAtAnyMoment(t, `SHOCKWAVE_CHILD_POLICY_CONFIG={"forecast_budget": 1}`)
+}
+
+// killNineAtAnyMoment kills a coordinator process four times at random
+// moments while five jobs run, then compares its state and every lease the
+// jobs saw with a fresh fold of its log; env configures the child.
+func killNineAtAnyMoment(t *testing.T, env ...string) {
 	if testing.Short() {
 		t.Skip("starts coordinator processes")
 	}
 	dir, listen := t.TempDir(), freeAddr(t)
 	var logs lockedBuffer
-	child := func() *exec.Cmd { return startChildCoordinator(t, dir, listen, &logs) }
+	child := func() *exec.Cmd { return startChildCoordinator(t, dir, listen, &logs, env...) }
 	cmd := child()
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
