@@ -13,8 +13,8 @@ import (
 const DefaultForecastBudget = 1_000_000
 
 // refreshShare: a round over the budget still refreshes at least one in
-// refreshShare of the jobs with nothing new, so that every forecast is
-// at most refreshShare rounds old.
+// refreshShare of the jobs with nothing new, so that while that set holds
+// still every forecast is at most about refreshShare rounds old.
 const refreshShare = 64
 
 // refresh observes every job of the snapshot and recomputes forecasts;
