@@ -181,7 +181,7 @@ func (f *Forecaster) forecastRaw(j *job) (Forecast, error) {
 	for e := c; e < E; e++ {
 		steps++
 		if e == horizon {
-			if k := fullEpochsFrom(e, E, pTotal); k > 0 && jumpEpochs(cur, &N, &fm, &q, &st, L, k) {
+			if k := wholeEpochs(e, E-1, pTotal); k > 0 && jumpEpochs(cur, &N, &fm, &q, &st, L, k) {
 				e += k
 			}
 		}

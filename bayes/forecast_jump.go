@@ -22,15 +22,15 @@ import "math"
 // changed 749 of the 900-job trace's job completion times.
 const exactEpochs = 1 << 15
 
-// fullEpochsFrom is how many epochs from e on (e > c) the job runs whole
-// and leaves by a transition: those before the last epoch E−1 that end
-// within the job's pTotal epochs.
-func fullEpochsFrom(e, E int, pTotal float64) int {
-	last := E - 1
-	if pTotal < float64(last) {
-		last = int(math.Floor(pTotal))
+// wholeEpochs is how many epochs from `from` on, before end, a job runs
+// whole (w = 1): those that end within its pTotal epochs. The jump crosses
+// wholeEpochs(e, E−1, pTotal) of them (the last epoch E−1 has no
+// transition after it); a still tail sums wholeEpochs(from, E, pTotal).
+func wholeEpochs(from, end int, pTotal float64) int {
+	if pTotal < float64(end) {
+		end = int(math.Floor(pTotal))
 	}
-	return max(0, last-e)
+	return max(0, end-from)
 }
 
 // jumpEpochs applies k full epochs of forecastRaw's recursion to the

@@ -23,7 +23,7 @@ func stillEpochs(m *moments, N, dur *[maxLevels]float64, L, from, E int, pTotal 
 		a, b, n, d := m.A[i], m.B[i], N[i], dur[i]
 		c2, t2, dp := 2*d, d*d*p, d*p
 		e := from
-		if k := fullStill(from, E, pTotal); k > exactEpochs { // a long job's (forecast_jump.go): summed
+		if k := wholeEpochs(from, E, pTotal); k > exactEpochs { // a long job's (forecast_jump.go): summed
 			fk := float64(k)
 			b += fk*(c2*a+t2) + c2*dp*fk*(fk-1)/2
 			a += fk * dp
@@ -47,16 +47,6 @@ func stillEpochs(m *moments, N, dur *[maxLevels]float64, L, from, E int, pTotal 
 		}
 		m.A[i], m.B[i], N[i] = a, b, n
 	}
-}
-
-// fullStill is how many epochs from `from` on stillEpochs finds whole
-// (w = 1): those before E that end within pTotal.
-func fullStill(from, E int, pTotal float64) int {
-	end := E
-	if pTotal < float64(E) {
-		end = int(math.Floor(pTotal))
-	}
-	return max(0, end-from)
 }
 
 // stillMemo is a job's last still tail: its inputs and results for every

@@ -66,7 +66,7 @@ func TestForecast_StillEpochsKeepTheLoopsBits(t *testing.T) {
 		b, bn := m, N
 		stillEpochs(&a, &an, &dur, L, from, E, pTotal)
 		stillEpochsLoop(&b, &bn, &dur, L, from, E, pTotal)
-		summed := fullStill(from, E, pTotal) > exactEpochs
+		summed := wholeEpochs(from, E, pTotal) > exactEpochs
 		if summed {
 			long++
 		}

@@ -206,7 +206,7 @@ func BenchmarkShockwaveLive_FirstRound_10000Jobs2560GPUs(b *testing.B) {
 // (bayes.MaxJobEpochs: 10 steps an epoch for its 1,000,000 steps), as a
 // tenant could: what such jobs cost the rounds of everyone else.
 func BenchmarkShockwaveLive_EpochLimit_10000Jobs2560GPUs(b *testing.B) {
-	benchLiveWith(b, 10_000, 2_560, 24, false, 10)
+	benchLiveHistory(b, 10_000, 2_560, 24, false, 10, 0)
 }
 
 // BenchmarkShockwaveLive_MatureFamilies_10000Jobs2560GPUs is the 10,000-job
@@ -244,13 +244,7 @@ func BenchmarkShockwaveLive_SteadyState_1000Jobs1024GPUs(b *testing.B) {
 }
 
 func benchLive(b *testing.B, jobs, gpus, rounds int, dynamic bool) {
-	benchLiveWith(b, jobs, gpus, rounds, dynamic, 0)
-}
-
-// benchLiveWith is benchLive with every longEvery-th job (none if 0) at
-// the epoch limit (gns jobs if longEvery is negative: every −longEvery-th).
-func benchLiveWith(b *testing.B, jobs, gpus, rounds int, dynamic bool, longEvery int) {
-	benchLiveHistory(b, jobs, gpus, rounds, dynamic, longEvery, 0)
+	benchLiveHistory(b, jobs, gpus, rounds, dynamic, 0, 0)
 }
 
 // teachHistory completes n jobs of the live shape in the policy's
@@ -292,8 +286,9 @@ func (s *liveScale) teachHistory(tb testing.TB, n int) {
 	}
 }
 
-// benchLiveHistory is benchLiveWith after history completed jobs
-// (teachHistory).
+// benchLiveHistory is benchLive with every longEvery-th job (none if 0)
+// at the epoch limit (gns jobs if longEvery is negative: every
+// −longEvery-th), after history completed jobs (teachHistory).
 func benchLiveHistory(b *testing.B, jobs, gpus, rounds int, dynamic bool, longEvery, history int) {
 	runtime.LockOSThread() // threadCPU measures this goroutine's thread
 	defer runtime.UnlockOSThread()
