@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -45,15 +46,19 @@ const loadNodeGPUs = 8
 
 // startLoadAgents submits jobs jobs and starts child processes that run
 // the agents of gpus/8 nodes between them.
-func startLoadAgents(t *testing.T, nc *nats.Conn, url string, jobs, gpus, procs int) (children []*exec.Cmd, exited <-chan error) {
+// history runs once the agents' processes started, before any job is
+// submitted or any resident registers (the history phase,
+// load_history_test.go).
+func startLoadAgents(t *testing.T, nc *nats.Conn, url string, jobs, gpus, procs int, history func()) (children []*exec.Cmd, exited <-chan error) {
 	nodes := gpus / loadNodeGPUs
+	gate := filepath.Join(t.TempDir(), "history-done")
 	procs = max(1, min(procs, nodes))
 	ended := make(chan error, procs)
 	for p := range procs {
 		lo, hi := p*nodes/procs, (p+1)*nodes/procs
 		c := loadClusterChild(t, "TestLoad_AgentsChild")
 		c.Env = append(os.Environ(), "SHOCKWAVE_LOAD_AGENT_CHILD="+url, fmt.Sprintf("SHOCKWAVE_LOAD_RANGE=%d-%d", lo, hi),
-			fmt.Sprintf("SHOCKWAVE_LOAD_NODES=%d", nodes), fmt.Sprintf("SHOCKWAVE_LOAD_JOBS=%d", jobs))
+			fmt.Sprintf("SHOCKWAVE_LOAD_NODES=%d", nodes), fmt.Sprintf("SHOCKWAVE_LOAD_JOBS=%d", jobs), "SHOCKWAVE_LOAD_GATE="+gate)
 		c.Stdout, c.Stderr = os.Stderr, os.Stderr
 		holdStdin(t, c)
 		if err := c.Start(); err != nil {
@@ -61,6 +66,10 @@ func startLoadAgents(t *testing.T, nc *nats.Conn, url string, jobs, gpus, procs 
 		}
 		go func() { ended <- fmt.Errorf("agents process %d: %v", c.Process.Pid, c.Wait()) }()
 		children = append(children, c)
+	}
+	history()
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	if loadResidentsMode() {
 		return children, ended // the agents register their residents (load_residents_test.go)

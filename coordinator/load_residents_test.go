@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -32,16 +33,21 @@ import (
 func loadResidentsMode() bool { return os.Getenv("SHOCKWAVE_LOAD_AGENTS") == "resident" }
 
 // runResidents runs the residents of node index i of nodes: the jobs j < jobs
-// with j mod nodes = i.
+// with j mod nodes = i. Their processes start once the history phase, if
+// any, has ended (waitLoadGate); the agent goes on meanwhile.
 func (a *loadAgent) runResidents(i, nodes, jobs int) {
 	a.residents = map[string]*residentRun{}
 	for j := i; j < jobs; j += nodes {
 		a.residents[fmt.Sprintf("job-%04d", j)] = &residentRun{}
 	}
-	for j := i; j < jobs; j += nodes {
-		id := fmt.Sprintf("job-%04d", j)
-		go a.residentJob(id, 1+j%2, time.Duration(j)*time.Second/time.Duration(jobs), a.residents[id])
-	}
+	runs := maps.Clone(a.residents)
+	go func() {
+		waitLoadGate()
+		for j := i; j < jobs; j += nodes {
+			id := fmt.Sprintf("job-%04d", j)
+			go a.residentJob(id, 1+j%2, time.Duration(j)*time.Second/time.Duration(jobs), runs[id])
+		}
+	}()
 }
 
 // residentRun is what a resident's process knows of its lease: whether it

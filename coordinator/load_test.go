@@ -150,6 +150,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	granted := map[string]bool{} // jobs granted GPUs in some round
 	steps := map[string][]time.Duration{}
 	registering := true
+	history := loadHistory() > 0 // rounds of the history phase are not the load's
 	cfg.onStep = func(kind string, d time.Duration) {
 		mu.Lock()
 		switch {
@@ -167,7 +168,9 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		d := times.Total()
 		mu.Lock()
 		phase := "warm-up"
-		if r.Active > 0 {
+		if history {
+			phase = "history"
+		} else if r.Active > 0 {
 			all = append(all, d)
 			phases = append(phases, times)
 		}
@@ -176,7 +179,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 		}
 		mu.Unlock()
 		for _, l := range r.Leases {
-			if l.Action == protocol.Run {
+			if l.Action == protocol.Run && !strings.HasPrefix(l.Job, loadHistoryPrefix) {
 				granted[l.Job] = true
 			}
 		}
@@ -215,9 +218,16 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 
 	var children []*exec.Cmd
 	var exited <-chan error
+	endHistory := func() {
+		runLoadHistory(t, nc, srv.url, loadHistory())
+		mu.Lock()
+		history = false
+		mu.Unlock()
+	}
 	if loadAgentsMode() {
-		children, exited = startLoadAgents(t, nc, srv.url, jobs, gpus, procs)
+		children, exited = startLoadAgents(t, nc, srv.url, jobs, gpus, procs, endHistory)
 	} else {
+		endHistory()
 		children, exited = startLoadChildren(t, srv.url, jobs, procs)
 	}
 	defer func() {
@@ -230,7 +240,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	// reply is every job's row (3 MB at 10,000 jobs), which an operator
 	// does not ask for at that rate.
 	deadline := time.Now().Add(120*time.Second + time.Duration(jobs)*20*time.Millisecond)
-	for len(status(t, nc, subj).Jobs) < jobs {
+	for loadJobsListed(status(t, nc, subj)) < jobs {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until every job is registered")
 		}
@@ -249,6 +259,7 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	time.Sleep(time.Duration(2*round) * time.Second) // warm up: admission, first solves
 	rss, peak = memory(t)
 	t.Logf("after the warm-up: coordinator RSS %d MiB, peak %d MiB", rss>>20, peak>>20)
+	logForecastPriors(t, status(t, nc, subj))
 	before, srvBefore := cpuTime(t), srv.cpu(t)
 	jobsBefore, machineBefore := childrenCPU(t, children), machineCPU(t)
 	mu.Lock()
@@ -611,6 +622,18 @@ func loadCore(gpus, round int) Config {
 		c.Cluster = topology.Uniform(gpus/8, 8)
 	}
 	return c
+}
+
+// loadJobsListed counts the load's jobs in a status reply (not the
+// history phase's).
+func loadJobsListed(r *protocol.StatusReply) int {
+	n := 0
+	for _, j := range r.Jobs {
+		if !strings.HasPrefix(j.Job, loadHistoryPrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // loadJobsPerProc is the most jobs one child process of the load test runs.
