@@ -64,6 +64,9 @@ import (
 // SHOCKWAVE_LOAD_NICE=19 runs the emulated cluster's processes at that
 // niceness (loadClusterChild); SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS=N sets the
 // service's snapshot interval (0: its default);
+// SHOCKWAVE_LOAD_POLICY_CONFIG=JSON configures the Shockwave policy (e.g.
+// {"forecast_budget": 500000}); SHOCKWAVE_LOAD_HISTORY=N runs N jobs of the
+// load's model to completion first (load_history_test.go);
 // SHOCKWAVE_LOAD_GOMAXPROCS=N sets the coordinator's process's GOMAXPROCS
 // (its children keep the default); SHOCKWAVE_LOAD_SCRAPE=DURATION scrapes
 // /metrics at that interval, as Prometheus would, and
@@ -109,6 +112,10 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0),
 		SnapshotRounds: envInt("SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS", 0), AgentsCarryResidents: loadResidentsMode(),
 		KeepGCPercent: os.Getenv("SHOCKWAVE_LOAD_GC_HOLD") == "0"}
+	if v := os.Getenv("SHOCKWAVE_LOAD_POLICY_CONFIG"); v != "" { // the Shockwave configuration, as coordinator --config gives it
+		cfg.PolicyOptions.Config = json.RawMessage(v)
+		t.Logf("policy configuration: %s", v)
+	}
 	if v := os.Getenv("SHOCKWAVE_LOAD_CARRY"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {

@@ -37,14 +37,15 @@ type swOnline struct {
 	fc         *bayes.Forecaster
 	ignoreMode bool
 	jobs       map[string]*swOnlineJob
-	// budget bounds the forecasting of jobs with nothing new
+	// budget bounds the forecasting of jobs forecast before
 	// (ShockwaveConfig.ForecastBudget; −1: no bound). over records that
 	// the last round left some of them unforecast, and cursor the
-	// snapshot index from which this round's refreshes start
-	// (shockwave_refresh.go).
-	budget int64
-	over   bool
-	cursor int
+	// snapshot index from which this round's refreshes of the jobs with
+	// nothing new start (shockwave_refresh.go).
+	budget    int64
+	over      bool
+	cursor    int
+	dueCursor int // the same for the jobs due a forecast (swOnlineJob.due)
 }
 
 // swOnlineJob is one job's entry: one map lookup a round finds both.
@@ -53,6 +54,9 @@ type swOnlineJob struct {
 	tracked  bool           // seen is set: the forecaster tracks the job
 	forecast bayes.Forecast // the latest round's forecast, when cached
 	cached   bool
+	// due: the job reported something new since its forecast was made (a
+	// round over the budget may leave it for a later one).
+	due bool
 }
 
 // entry returns id's entry, creating an empty one.

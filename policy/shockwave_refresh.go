@@ -13,8 +13,9 @@ import (
 const DefaultForecastBudget = 1_000_000
 
 // refreshShare: a round over the budget still refreshes at least one in
-// refreshShare of the jobs with nothing new, so that while that set holds
-// still every forecast is at most about refreshShare rounds old.
+// refreshShare of the jobs due a forecast and one in refreshShare of the
+// others, so that while those sets hold still every forecast is at most
+// about refreshShare rounds old.
 const refreshShare = 64
 
 // refresh observes every job of the snapshot and recomputes forecasts;
@@ -22,18 +23,18 @@ const refreshShare = 64
 // a job's forecast became informed (its first throughput measurement
 // arrived): a material change that warrants a re-solve.
 //
-// A job that reported something new since the last round, or was never
-// forecast, is forecast every round. The others' forecasts change only
-// with what other jobs taught the forecaster (families, peer throughputs),
-// and in a large cluster with history recomputing all of them is most of a
-// round's work (docs/scale.md, session 23): they are forecast while the
-// round's steps stay under the budget. While under it, refresh goes
+// A job never forecast is forecast at once. The others are forecast while
+// the round's recursion steps stay under the budget: in a large cluster
+// with history, recomputing every forecast is most of a round's work
+// (docs/scale.md, sessions 23 and 24), even for the running jobs alone,
+// which report something new every round. While under it, refresh goes
 // through the jobs in the snapshot's order, observing and forecasting each
 // in turn, as if there were no bound. The round that first runs over
-// skips the rest of those jobs; the next round observes every job and
-// forecasts the new, then refreshes the others from the first one skipped
-// on, wrapping around, until the budget is spent (at least one in
-// refreshShare of them).
+// skips the rest. The next rounds observe every job, forecast the new
+// ones, then in turns (each list from where the last round stopped,
+// wrapping around, at least one in refreshShare of it): first the jobs
+// that reported something new since their last forecast (due), then the
+// others, until the budget is spent.
 func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err error) {
 	start := o.fc.Steps()
 	spent := func() bool { return o.budget >= 0 && int64(o.fc.Steps()-start) >= o.budget }
@@ -45,15 +46,11 @@ func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err 
 		if e.cached && e.forecast.Uninformed && !f.Uninformed {
 			informed = true
 		}
-		e.forecast, e.cached = f, true
+		e.forecast, e.cached, e.due = f, true, false
 		return nil
 	}
-	type waitingJob struct {
-		k int
-		e *swOnlineJob
-	}
-	var waiting []waitingJob // when over: the jobs with nothing new, by snapshot index
-	skipped := -1
+	var due, waiting []swQueued // when over, by snapshot index
+	skipped, skippedDue := -1, -1
 	for k, j := range snap.Jobs {
 		var e *swOnlineJob
 		if m := metas[k]; m != nil && m.on != nil { // the link onlineForecast keeps
@@ -68,12 +65,23 @@ func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err 
 		if err != nil {
 			return false, fmt.Errorf("shockwave: online forecast: %w", err)
 		}
-		if !fed && e.cached {
-			if o.over {
-				waiting = append(waiting, waitingJob{k, e})
+		if fed && e.cached {
+			e.due = true
+		}
+		if e.cached {
+			switch {
+			case o.over && e.due:
+				due = append(due, swQueued{k, e})
 				continue
-			}
-			if spent() {
+			case o.over:
+				waiting = append(waiting, swQueued{k, e})
+				continue
+			case spent() && e.due:
+				if skippedDue < 0 {
+					skippedDue = k
+				}
+				continue
+			case spent():
 				if skipped < 0 {
 					skipped = k
 				}
@@ -85,26 +93,38 @@ func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err 
 		}
 	}
 	if !o.over {
-		if skipped >= 0 {
-			o.over, o.cursor = true, skipped
+		if skipped >= 0 || skippedDue >= 0 {
+			o.over, o.cursor, o.dueCursor = true, max(skipped, 0), max(skippedDue, 0)
 		}
 		return informed, nil
 	}
 	o.over = false
-	if len(waiting) == 0 {
-		return informed, nil
-	}
-	from, _ := slices.BinarySearchFunc(waiting, o.cursor, func(w waitingJob, k int) int { return w.k - k })
-	least := (len(waiting) + refreshShare - 1) / refreshShare
-	for t := range waiting {
-		w := waiting[(from+t)%len(waiting)]
-		if t >= least && spent() {
-			o.over, o.cursor = true, w.k
-			break
+	for _, turn := range []struct {
+		jobs   []swQueued
+		cursor *int
+	}{{due, &o.dueCursor}, {waiting, &o.cursor}} {
+		if len(turn.jobs) == 0 {
+			continue
 		}
-		if err := forecast(snap.Jobs[w.k], w.e); err != nil {
-			return false, err
+		from, _ := slices.BinarySearchFunc(turn.jobs, *turn.cursor, func(w swQueued, k int) int { return w.k - k })
+		least := (len(turn.jobs) + refreshShare - 1) / refreshShare
+		for t := range turn.jobs {
+			w := turn.jobs[(from+t)%len(turn.jobs)]
+			if t >= least && spent() {
+				o.over, *turn.cursor = true, w.k
+				break
+			}
+			if err := forecast(snap.Jobs[w.k], w.e); err != nil {
+				return false, err
+			}
 		}
 	}
 	return informed, nil
+}
+
+// swQueued is a job waiting for its turn to be forecast: its snapshot
+// index and entry.
+type swQueued struct {
+	k int
+	e *swOnlineJob
 }

@@ -1,12 +1,14 @@
 package policy
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/shockwave-sched/shockwave/bayes"
+	"github.com/shockwave-sched/shockwave/internal/wire"
 )
 
 // teachAHistoryJob completes a job of the live shape's model that doubled
@@ -32,18 +34,22 @@ func teachAHistoryJob(t *testing.T, fc *bayes.Forecaster, k int) {
 	fc.Complete(id)
 }
 
-// TestShockwaveRefresh_OverTheBudgetTheWaitingJobsTakeTurns: 200 jobs of
-// the live shape with a budget of one step. Between rounds a completed job
+// TestShockwaveRefresh_OverTheBudgetTheJobsTakeTurns: 200 jobs of the
+// live shape with a budget of one step. Between rounds a completed job
 // teaches the families (every fresh forecast then differs from the last)
-// and two jobs report progress. Each round, the jobs that reported are
-// forecast; of the others, the first round over the budget forecasts
-// those before the budget ran out, and every later round exactly one in
-// refreshShare of them, consecutive in the snapshot's order from where the
-// last round stopped, so that every job is refreshed within
-// ⌈waiting/least⌉ rounds. With no bound, every job is forecast every
-// round.
-func TestShockwaveRefresh_OverTheBudgetTheWaitingJobsTakeTurns(t *testing.T) {
-	for _, budget := range []int64{1, -1} {
+// and two jobs report progress. The first round over the budget forecasts
+// the first job of the snapshot only; every later round forecasts exactly
+// one in refreshShare of the jobs due a forecast (those that reported
+// something new since their last one), consecutive in the snapshot's order
+// from where the last round stopped, and one in refreshShare of the
+// others, the same way. So a job with nothing new is refreshed within a
+// refreshShare + 1 rounds, and the due flags are exactly the jobs that
+// reported since their last forecast. With a budget of 5,000 steps, more
+// than the jobs that reported take, those are forecast in every round
+// that follows one over it; with no
+// bound, every job is forecast every round.
+func TestShockwaveRefresh_OverTheBudgetTheJobsTakeTurns(t *testing.T) {
+	for _, budget := range []int64{1, 5000, -1} {
 		t.Run(fmt.Sprint("budget ", budget), func(t *testing.T) {
 			cfg := DefaultShockwaveConfig()
 			cfg.ForecastBudget = budget
@@ -61,25 +67,26 @@ func TestShockwaveRefresh_OverTheBudgetTheWaitingJobsTakeTurns(t *testing.T) {
 			if _, err := o.refresh(snap, metas); err != nil {
 				t.Fatal(err)
 			}
-			last := map[string]int{} // the round of each job's last refresh
-			cursor := 0
-			const rounds = 60
+			last := map[string]int{}  // the round of each job's last refresh
+			due := map[string]bool{}  // reported since its last refresh
+			cursor, dueCursor := 0, 0 // where the last round stopped
+			overRounds := 0           // rounds after one over the budget
+			const rounds = 150
 			for r := 1; r <= rounds; r++ {
 				before := map[string]bayes.Forecast{}
 				for _, j := range jobs {
 					before[j.ID] = o.jobs[j.ID].forecast
 				}
 				teachAHistoryJob(t, o.fc, r)
-				fed := map[string]bool{}
 				for _, k := range []int{(7 * r) % len(jobs), (13*r + 5) % len(jobs)} {
 					jobs[k].StepsDone += 1563 // an epoch
-					fed[jobs[k].ID] = true
+					due[jobs[k].ID] = true
 				}
 				wasOver := o.over
 				if _, err := o.refresh(snap, metas); err != nil {
 					t.Fatal(err)
 				}
-				var refreshed []int
+				var refreshed, refreshedDue []int
 				for k, j := range jobs {
 					e := o.jobs[j.ID]
 					fresh, _ := o.fc.Forecast(j.ID)
@@ -88,56 +95,104 @@ func TestShockwaveRefresh_OverTheBudgetTheWaitingJobsTakeTurns(t *testing.T) {
 					}
 					switch {
 					case e.forecast == before[j.ID]: // skipped
-						if fed[j.ID] || budget < 0 {
-							t.Fatalf("round %d: job %s (reported: %v) was not forecast", r, j.ID, fed[j.ID])
+						if budget < 0 {
+							t.Fatalf("round %d: job %s was not forecast with no bound", r, j.ID)
 						}
-					case fed[j.ID]:
-						last[j.ID] = r
+					case due[j.ID]:
+						refreshedDue = append(refreshedDue, k)
 					default:
-						last[j.ID] = r
 						refreshed = append(refreshed, k)
 					}
 				}
-				if budget < 0 {
-					continue
+				if budget > 1 && wasOver {
+					overRounds++
+					if len(refreshedDue) != len(due) {
+						t.Fatalf("round %d: on a budget of %d steps %d of %d jobs due refreshed", r, budget, len(refreshedDue), len(due))
+					}
 				}
-				waiting := len(jobs) - len(fed)
-				least := (waiting + refreshShare - 1) / refreshShare
-				switch {
-				case !wasOver && len(refreshed) >= waiting:
-					t.Fatalf("round %d: every job was refreshed on a budget of one step", r)
-				case !wasOver: // the exact pass: from the first job until the budget ran out
-					if refreshed[0] != 0 || !o.over {
-						t.Fatalf("round %d: the first pass over the budget refreshed %v, over %v", r, refreshed, o.over)
-					}
-				default:
-					if len(refreshed) != least {
-						t.Fatalf("round %d: %d waiting jobs refreshed, want %d", r, len(refreshed), least)
-					}
-					var want []int // consecutive from the cursor, wrapping, past the jobs that reported
-					for k := cursor; len(want) < least; k = (k + 1) % len(jobs) {
-						if !fed[jobs[k].ID] {
-							want = append(want, k)
+				if budget == 1 {
+					switch {
+					case !wasOver: // the exact pass: the first job, then the budget ran out
+						if all := append(refreshed, refreshedDue...); fmt.Sprint(all) != "[0]" || !o.over {
+							t.Fatalf("round %d: the first pass over the budget refreshed %v, over %v", r, all, o.over)
+						}
+						wantCursor, wantDue := -1, -1 // the first skipped of each kind
+						for k := 1; k < len(jobs); k++ {
+							if due[jobs[k].ID] && wantDue < 0 {
+								wantDue = k
+							} else if !due[jobs[k].ID] && wantCursor < 0 {
+								wantCursor = k
+							}
+						}
+						if o.cursor != wantCursor || o.dueCursor != wantDue {
+							t.Fatalf("round %d: the first pass over the budget stopped at %d and %d (due), want %d and %d", r, o.cursor, o.dueCursor, wantCursor, wantDue)
+						}
+					default:
+						var dueJobs, others []int
+						for k, j := range jobs {
+							if due[j.ID] {
+								dueJobs = append(dueJobs, k)
+							} else {
+								others = append(others, k)
+							}
+						}
+						for _, c := range []struct {
+							name      string
+							got, from []int
+							cursor    int
+						}{{"due", refreshedDue, dueJobs, dueCursor}, {"other", refreshed, others, cursor}} {
+							want := takeTurns(c.from, c.cursor)
+							if fmt.Sprint(want) != fmt.Sprint(c.got) {
+								t.Fatalf("round %d: refreshed %s jobs %v, want %v (from %d of %v)", r, c.name, c.got, want, c.cursor, c.from)
+							}
 						}
 					}
-					if slices.Sort(want); fmt.Sprint(want) != fmt.Sprint(refreshed) {
-						t.Fatalf("round %d: refreshed %v, want %v (from %d)", r, refreshed, want, cursor)
+				}
+				for _, k := range append(refreshed, refreshedDue...) {
+					last[jobs[k].ID] = r
+					delete(due, jobs[k].ID)
+				}
+				for _, j := range jobs {
+					if o.jobs[j.ID].due != due[j.ID] {
+						t.Fatalf("round %d: job %s due %v, want %v", r, j.ID, o.jobs[j.ID].due, due[j.ID])
 					}
 				}
-				cursor = o.cursor
+				cursor, dueCursor = o.cursor, o.dueCursor
 			}
 			if budget < 0 {
 				return
 			}
-			least := (len(jobs) - 2 + refreshShare - 1) / refreshShare
-			bound := (len(jobs)+least-1)/least + 1 // rounds to go around, and the first one over
+			if budget > 1 && overRounds < 20 {
+				t.Fatalf("on a budget of %d steps only %d rounds followed one over it", budget, overRounds)
+			}
+			// A job due a forecast waits for the turns of the due ones,
+			// whose number grows while two report and one is forecast a
+			// round (budget 1; checked turn by turn above).
+			bound := refreshShare + 1 // rounds to go around, and the first one over
 			for _, j := range jobs {
-				if rounds-last[j.ID] > bound {
+				if !due[j.ID] && rounds-last[j.ID] > bound {
 					t.Fatalf("job %s last refreshed in round %d of %d: older than %d rounds", j.ID, last[j.ID], rounds, bound)
 				}
 			}
 		})
 	}
+}
+
+// takeTurns is the snapshot indexes a round over a budget of one step
+// forecasts from the sorted list from: one in refreshShare of them,
+// consecutive from the first at or after cursor, wrapping, sorted.
+func takeTurns(from []int, cursor int) []int {
+	if len(from) == 0 {
+		return nil
+	}
+	least := (len(from) + refreshShare - 1) / refreshShare
+	i, _ := slices.BinarySearch(from, cursor)
+	var want []int
+	for t := range least {
+		want = append(want, from[(i+t)%len(from)])
+	}
+	slices.Sort(want)
+	return want
 }
 
 // TestShockwaveRefresh_UnderTheBudgetNothingChanges: 300 jobs of the live
@@ -234,5 +289,46 @@ func TestShockwaveRefresh_TheBudgetIsConfiguredAndChecked(t *testing.T) {
 	}
 	if _, err := ParseShockwaveConfig([]byte(`{"forecast_budget": -2}`)); err == nil || !strings.Contains(err.Error(), "forecast_budget -2") {
 		t.Fatalf("a budget of -2: %v", err)
+	}
+}
+
+// TestShockwaveRefresh_AVersion3StateLoadsWithNothingDue: a state of
+// version 3 (before the jobs due a forecast were saved; a round then
+// forecast every job that reported something new) loads with no job due,
+// and encodes as this version's state of the same policy. A due job the
+// state gives no forecast is refused by name.
+func TestShockwaveRefresh_AVersion3StateLoadsWithNothingDue(t *testing.T) {
+	p, err := NewShockwave(DefaultShockwaveConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newLiveScale(t, 50, 16, true)
+	s.p = p
+	for r := range 4 {
+		s.round(t, r)
+	}
+	b := p.MarshalState()
+	var tail, due wire.Encoder
+	tail.Int(0)    // the due jobs' cursor
+	tail.Strs(nil) // no job due
+	due.Strs(nil)
+	if !bytes.HasSuffix(b, tail.Bytes()) {
+		t.Fatal("the state does not end with an empty due list")
+	}
+	v3 := slices.Clone(b[:len(b)-len(tail.Bytes())])
+	v3[len("shockwave")+8] = 3 // the version follows the name (a length and its bytes)
+	r, _ := NewShockwave(DefaultShockwaveConfig())
+	if err := r.UnmarshalState(v3); err != nil {
+		t.Fatalf("a version-3 state: %v", err)
+	}
+	if !bytes.Equal(r.MarshalState(), b) {
+		t.Fatal("a version-3 state loads into another state")
+	}
+	var bad wire.Encoder
+	bad.Strs([]string{"no-such-job"})
+	worse := append(slices.Clone(b[:len(b)-len(due.Bytes())]), bad.Bytes()...)
+	r, _ = NewShockwave(DefaultShockwaveConfig())
+	if err := r.UnmarshalState(worse); err == nil || !strings.Contains(err.Error(), "job no-such-job is due a forecast but has none") {
+		t.Fatalf("a due job with no forecast: %v", err)
 	}
 }

@@ -170,6 +170,14 @@ func (s *Shockwave) MarshalState() []byte {
 	if s.online != nil { // version 3
 		e.Bool(s.online.over)
 		e.Int(s.online.cursor)
+		e.Int(s.online.dueCursor) // version 4
+		var due []string
+		for _, id := range sortedIDs(s.online.jobs) {
+			if s.online.jobs[id].due {
+				due = append(due, id)
+			}
+		}
+		e.Strs(due)
 	}
 	s.stateSize = len(e.Bytes())
 	return e.Bytes()
@@ -230,9 +238,20 @@ func (s *Shockwave) UnmarshalState(b []byte) error {
 	s.t0, s.started = d.F64(), d.Bool()
 	s.admitErrs = d.Strs()
 	if s.online != nil {
-		s.online.over, s.online.cursor = false, 0
+		s.online.over, s.online.cursor, s.online.dueCursor = false, 0, 0
 		if v >= 3 { // a state before version 3 was saved after a round that forecast every job
 			s.online.over, s.online.cursor = d.Bool(), d.IntIn(0, math.MaxInt32)
+		}
+		if v >= 4 { // before version 4, a round forecast every job that reported something new
+			s.online.dueCursor = d.IntIn(0, math.MaxInt32)
+			for _, id := range d.Strs() {
+				e := s.online.jobs[id]
+				if d.Err() == nil && (e == nil || !e.cached) {
+					d.Failf("policy: shockwave state: job %s is due a forecast but has none", id)
+				} else if e != nil {
+					e.due = true
+				}
+			}
 		}
 	}
 	if err := d.End(); err != nil {
@@ -254,9 +273,11 @@ func (s *Shockwave) checkState() error {
 
 // swStateVersion is the version of the Shockwave policy's state: 2 keeps
 // each job's declared schedule run-length encoded (swSeg); 3 adds, online,
-// where the forecast refreshes left off (swOnline.over and cursor). States
-// of versions 1 (per-epoch arrays) and 2 still load.
-const swStateVersion = 3
+// where the forecast refreshes left off (swOnline.over and cursor); 4 the
+// jobs due a forecast and where their refreshes left off (swOnlineJob.due,
+// swOnline.dueCursor). States of versions 1 (per-epoch arrays), 2 and 3
+// still load.
+const swStateVersion = 4
 
 func (m *swMeta) append(e *wire.Encoder) {
 	e.Int(m.epochs)
