@@ -23,18 +23,19 @@ const refreshShare = 64
 // a job's forecast became informed (its first throughput measurement
 // arrived): a material change that warrants a re-solve.
 //
-// A job never forecast is forecast at once. The others are forecast while
-// the round's recursion steps stay under the budget: in a large cluster
-// with history, recomputing every forecast is most of a round's work
-// (docs/scale.md, sessions 23 and 24), even for the running jobs alone,
-// which report something new every round. While under it, refresh goes
-// through the jobs in the snapshot's order, observing and forecasting each
-// in turn, as if there were no bound. The round that first runs over
-// skips the rest. The next rounds observe every job, forecast the new
-// ones, then in turns (each list from where the last round stopped,
-// wrapping around, at least one in refreshShare of it): first the jobs
-// that reported something new since their last forecast (due), then the
-// others, until the budget is spent.
+// A job never forecast is forecast at once, and so is one whose forecast
+// knew no throughput when it reports something new. The others are
+// forecast while the round's recursion steps stay under the budget: in a
+// large cluster with history, recomputing every forecast is most of a
+// round's work (docs/scale.md, sessions 23 and 24), even for the running
+// jobs alone, which report something new every round. While under it,
+// refresh goes through the jobs in the snapshot's order, observing and
+// forecasting each in turn, as if there were no bound. The round that
+// first runs over skips the rest. The next rounds observe every job,
+// forecast those that cannot wait, then the others in turns (each list
+// from where the last round stopped, wrapping around, at least one in
+// refreshShare of it): first the jobs that reported something new since
+// their last forecast (due), then the rest, until the budget is spent.
 func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err error) {
 	start := o.fc.Steps()
 	spent := func() bool { return o.budget >= 0 && int64(o.fc.Steps()-start) >= o.budget }
@@ -68,7 +69,10 @@ func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err 
 		if fed && e.cached {
 			e.due = true
 		}
-		if e.cached {
+		// A job whose forecast knew no throughput and that reported
+		// something new may have measured its first: that warrants a
+		// re-solve at once, so it does not wait for its turn.
+		if e.cached && !(e.due && e.forecast.Uninformed) {
 			switch {
 			case o.over && e.due:
 				due = append(due, swQueued{k, e})

@@ -59,6 +59,7 @@ func TestShockwaveRefresh_OverTheBudgetTheJobsTakeTurns(t *testing.T) {
 			}
 			jobs := liveScaleJobs(200)
 			for _, j := range jobs {
+				j.Measurements = []Measurement{{Round: 0, Throughput: 100, BatchSize: 32}} // informed forecasts
 				p.Admit(j)
 			}
 			o := p.online
@@ -66,6 +67,11 @@ func TestShockwaveRefresh_OverTheBudgetTheJobsTakeTurns(t *testing.T) {
 			metas := make([]*swMeta, len(jobs))
 			if _, err := o.refresh(snap, metas); err != nil {
 				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				if o.jobs[j.ID].forecast.Uninformed {
+					t.Fatalf("job %s's forecast is uninformed: its turns would not wait", j.ID)
+				}
 			}
 			last := map[string]int{}  // the round of each job's last refresh
 			due := map[string]bool{}  // reported since its last refresh
@@ -193,6 +199,54 @@ func takeTurns(from []int, cursor int) []int {
 	}
 	slices.Sort(want)
 	return want
+}
+
+// TestShockwaveRefresh_AFirstMeasurementIsForecastAtOnce: over a budget
+// of one step, with ten jobs due a forecast waiting for their turns, a job
+// whose forecast knew no throughput and that measured its first is
+// forecast in that round, not in its turn, and the round reports the
+// forecast informed (a re-solve).
+func TestShockwaveRefresh_AFirstMeasurementIsForecastAtOnce(t *testing.T) {
+	cfg := DefaultShockwaveConfig()
+	cfg.ForecastBudget = 1
+	p, err := NewShockwave(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := liveScaleJobs(200)
+	for k, j := range jobs {
+		if k < 10 { // informed jobs that report every round: due ones waiting for their turns
+			j.Measurements = []Measurement{{Round: 0, Throughput: 100, BatchSize: 32}}
+		}
+		if k == len(jobs)-1 {
+			j.Model = "Transformer" // no peer's throughput informs it
+		}
+		p.Admit(j)
+	}
+	o := p.online
+	snap := &Snapshot{Jobs: jobs}
+	metas := make([]*swMeta, len(jobs))
+	for r := range 3 { // the first forecasts, then rounds over the budget
+		teachAHistoryJob(t, o.fc, r)
+		for _, j := range jobs[:10] {
+			j.StepsDone += 1563
+		}
+		if _, err := o.refresh(snap, metas); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := jobs[len(jobs)-1] // the last in the snapshot's order
+	if !o.over || !o.jobs[j.ID].forecast.Uninformed {
+		t.Fatalf("over %v, job %s's forecast uninformed %v: the test needs both", o.over, j.ID, o.jobs[j.ID].forecast.Uninformed)
+	}
+	j.Measurements = []Measurement{{Round: 3, Throughput: 100, BatchSize: 32}}
+	informed, err := o.refresh(snap, metas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := o.jobs[j.ID].forecast; !informed || f.Uninformed || o.jobs[j.ID].due {
+		t.Fatalf("after its first measurement: informed %v, forecast uninformed %v, due %v", informed, f.Uninformed, o.jobs[j.ID].due)
+	}
 }
 
 // TestShockwaveRefresh_UnderTheBudgetNothingChanges: 300 jobs of the live
