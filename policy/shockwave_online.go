@@ -57,6 +57,10 @@ type swOnlineJob struct {
 	// due: the job reported something new since its forecast was made (a
 	// round over the budget may leave it for a later one).
 	due bool
+	// ranAt is the job's run time when its forecast was made: a forecast
+	// that waits for its turn while the job runs is read less the run
+	// time since (onlineForecast).
+	ranAt float64
 }
 
 // entry returns id's entry, creating an empty one.
@@ -194,7 +198,10 @@ func (s *Shockwave) estimate(j *Job, m *swMeta) swEstimate {
 	}
 }
 
-// onlineForecast is j's latest online forecast, through the link m keeps
+// onlineForecast is j's latest online forecast, less the run time since it
+// was made (none, but for a forecast a round over the budget left for a
+// later one: the time the job ran since is time its remaining time lost,
+// to first order), through the link m keeps
 // to the job's online entry (found once: an entry is created when the job
 // is admitted or the state loaded, before any estimate, and deleted with
 // the metadata).
@@ -207,7 +214,12 @@ func (s *Shockwave) onlineForecast(j *Job, m *swMeta) (bayes.Forecast, bool) {
 	if e == nil || !e.cached {
 		return bayes.Forecast{}, false
 	}
-	return e.forecast, true
+	f := e.forecast
+	if ran := j.RunTime - e.ranAt; ran > 0 { // the job ran since: its forecast waits for its turn
+		r := &f.Remaining
+		r.Mean, r.P10, r.P90 = max(r.Mean-ran, 0), max(r.P10-ran, 0), max(r.P90-ran, 0)
+	}
+	return f, true
 }
 
 // Complete teaches the online forecaster with a finished job, then removes

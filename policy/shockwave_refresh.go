@@ -47,7 +47,7 @@ func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err 
 		if e.cached && e.forecast.Uninformed && !f.Uninformed {
 			informed = true
 		}
-		e.forecast, e.cached, e.due = f, true, false
+		e.forecast, e.cached, e.due, e.ranAt = f, true, false, j.RunTime
 		return nil
 	}
 	var due, waiting []swQueued // when over, by snapshot index

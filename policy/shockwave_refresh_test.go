@@ -249,6 +249,65 @@ func TestShockwaveRefresh_AFirstMeasurementIsForecastAtOnce(t *testing.T) {
 	}
 }
 
+// TestShockwaveRefresh_AForecastWaitingItsTurnLosesTheRunTimeSince: over a
+// budget of one step, a job that ran 600 s since its forecast and waits
+// for its turn is planned and explained from that forecast less 600 s (its
+// P10 and P90 too); once its turn comes, from its fresh forecast.
+func TestShockwaveRefresh_AForecastWaitingItsTurnLosesTheRunTimeSince(t *testing.T) {
+	cfg := DefaultShockwaveConfig()
+	cfg.ForecastBudget = 1
+	p, err := NewShockwave(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := liveScaleJobs(200)
+	for _, j := range jobs {
+		j.Measurements = []Measurement{{Round: 0, Throughput: 100, BatchSize: 32}}
+		p.Admit(j)
+	}
+	o := p.online
+	snap := &Snapshot{Jobs: jobs}
+	metas := make([]*swMeta, len(jobs))
+	if _, err := o.refresh(snap, metas); err != nil {
+		t.Fatal(err)
+	}
+	j := jobs[len(jobs)-1] // the last in the snapshot's order: its turn comes last
+	made := o.jobs[j.ID].forecast
+	for r := 1; r <= 3; r++ {
+		for _, k := range []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, len(jobs) - 1} { // running: due ones take turns
+			jobs[k].StepsDone += 1000
+			jobs[k].RunTime += 200
+		}
+		if _, err := o.refresh(snap, metas); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := o.jobs[j.ID]; !e.due || e.forecast != made {
+		t.Fatalf("job %s: due %v, forecast refreshed %v: the test needs it waiting", j.ID, e.due, e.forecast != made)
+	}
+	est := p.estimate(j, p.meta[j.ID])
+	if want := made.Remaining.Mean - 600; want < 1000 || est.remaining != want || est.remainingHigh != made.Remaining.P90-600 {
+		t.Fatalf("waiting: remaining %v (P90 %v), want the forecast's %v (P90 %v) less 600 s", est.remaining, est.remainingHigh, made.Remaining.Mean, made.Remaining.P90)
+	}
+	var ex Explanation
+	p.explainForecast(&ex, &swView{s: p, snap: snap}, j, p.meta[j.ID])
+	if ex.ForecastP10 != made.Remaining.P10-600 || ex.ForecastP90 != made.Remaining.P90-600 {
+		t.Fatalf("explained band %v–%v, want the forecast's %v–%v less 600 s", ex.ForecastP10, ex.ForecastP90, made.Remaining.P10, made.Remaining.P90)
+	}
+	for r := 0; o.jobs[j.ID].due; r++ {
+		if r == 300 {
+			t.Fatal("the job's turn never came")
+		}
+		if _, err := o.refresh(snap, metas); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh, _ := o.fc.Forecast(j.ID)
+	if est := p.estimate(j, p.meta[j.ID]); est.remaining != max(fresh.Remaining.Mean, 1) {
+		t.Fatalf("after its turn: remaining %v, want its fresh forecast's %v", est.remaining, fresh.Remaining.Mean)
+	}
+}
+
 // TestShockwaveRefresh_UnderTheBudgetNothingChanges: 300 jobs of the live
 // shape's dynamic mix on 64 GPUs for 30 rounds, with the default budget
 // and with no bound: the same plans and saved states, byte for byte (the
@@ -349,8 +408,10 @@ func TestShockwaveRefresh_TheBudgetIsConfiguredAndChecked(t *testing.T) {
 // TestShockwaveRefresh_AVersion3StateLoadsWithNothingDue: a state of
 // version 3 (before the jobs due a forecast were saved; a round then
 // forecast every job that reported something new) loads with no job due,
-// and encodes as this version's state of the same policy. A due job the
-// state gives no forecast is refused by name.
+// and its forecasts made at the run times last observed, and encodes as
+// this version's state of the same policy. A due job the state gives no
+// forecast is refused by name, and so are run times for other forecasts
+// than the state's.
 func TestShockwaveRefresh_AVersion3StateLoadsWithNothingDue(t *testing.T) {
 	p, err := NewShockwave(DefaultShockwaveConfig())
 	if err != nil {
@@ -362,12 +423,19 @@ func TestShockwaveRefresh_AVersion3StateLoadsWithNothingDue(t *testing.T) {
 		s.round(t, r)
 	}
 	b := p.MarshalState()
-	var tail, due wire.Encoder
+	var ranAt []float64 // version 4's last list: the forecasts' run times
+	for _, id := range sortedIDs(p.online.jobs) {
+		if p.online.jobs[id].cached {
+			ranAt = append(ranAt, p.online.jobs[id].ranAt)
+		}
+	}
+	var tail, runTimes wire.Encoder
 	tail.Int(0)    // the due jobs' cursor
 	tail.Strs(nil) // no job due
-	due.Strs(nil)
+	tail.F64s(ranAt)
+	runTimes.F64s(ranAt)
 	if !bytes.HasSuffix(b, tail.Bytes()) {
-		t.Fatal("the state does not end with an empty due list")
+		t.Fatal("the state does not end with an empty due list and the forecasts' run times")
 	}
 	v3 := slices.Clone(b[:len(b)-len(tail.Bytes())])
 	v3[len("shockwave")+8] = 3 // the version follows the name (a length and its bytes)
@@ -379,10 +447,19 @@ func TestShockwaveRefresh_AVersion3StateLoadsWithNothingDue(t *testing.T) {
 		t.Fatal("a version-3 state loads into another state")
 	}
 	var bad wire.Encoder
+	bad.Int(0)
 	bad.Strs([]string{"no-such-job"})
-	worse := append(slices.Clone(b[:len(b)-len(due.Bytes())]), bad.Bytes()...)
+	bad.F64s(ranAt)
+	worse := append(slices.Clone(b[:len(b)-len(tail.Bytes())]), bad.Bytes()...)
 	r, _ = NewShockwave(DefaultShockwaveConfig())
 	if err := r.UnmarshalState(worse); err == nil || !strings.Contains(err.Error(), "job no-such-job is due a forecast but has none") {
 		t.Fatalf("a due job with no forecast: %v", err)
+	}
+	var short wire.Encoder
+	short.F64s(ranAt[1:])
+	worse = append(slices.Clone(b[:len(b)-len(runTimes.Bytes())]), short.Bytes()...)
+	r, _ = NewShockwave(DefaultShockwaveConfig())
+	if err := r.UnmarshalState(worse); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d forecasts' run times for %d forecasts", len(ranAt)-1, len(ranAt))) {
+		t.Fatalf("a run time short: %v", err)
 	}
 }

@@ -178,6 +178,13 @@ func (s *Shockwave) MarshalState() []byte {
 			}
 		}
 		e.Strs(due)
+		var ranAt []float64 // the run time of each forecast, the cached jobs in id order
+		for _, id := range sortedIDs(s.online.jobs) {
+			if s.online.jobs[id].cached {
+				ranAt = append(ranAt, s.online.jobs[id].ranAt)
+			}
+		}
+		e.F64s(ranAt)
 	}
 	s.stateSize = len(e.Bytes())
 	return e.Bytes()
@@ -242,6 +249,12 @@ func (s *Shockwave) UnmarshalState(b []byte) error {
 		if v >= 3 { // a state before version 3 was saved after a round that forecast every job
 			s.online.over, s.online.cursor = d.Bool(), d.IntIn(0, math.MaxInt32)
 		}
+		cached := sortedIDs(s.online.jobs)
+		cached = slices.DeleteFunc(cached, func(id string) bool { return !s.online.jobs[id].cached })
+		for _, id := range cached { // a round forecast every job that reported something new
+			e := s.online.jobs[id]
+			e.ranAt = e.seen.runTime
+		}
 		if v >= 4 { // before version 4, a round forecast every job that reported something new
 			s.online.dueCursor = d.IntIn(0, math.MaxInt32)
 			for _, id := range d.Strs() {
@@ -250,6 +263,15 @@ func (s *Shockwave) UnmarshalState(b []byte) error {
 					d.Failf("policy: shockwave state: job %s is due a forecast but has none", id)
 				} else if e != nil {
 					e.due = true
+				}
+			}
+			ranAt := d.F64s()
+			if d.Err() == nil && len(ranAt) != len(cached) {
+				d.Failf("policy: shockwave state: %d forecasts' run times for %d forecasts", len(ranAt), len(cached))
+			}
+			for i, id := range cached {
+				if i < len(ranAt) {
+					s.online.jobs[id].ranAt = ranAt[i]
 				}
 			}
 		}
