@@ -528,15 +528,27 @@ func writeServerMemory(t *testing.T, dir string) {
 // replayLog measures how long a restarted coordinator takes to replay the
 // log the load left.
 func replayLog(t *testing.T, nc *nats.Conn, gpus int, records uint64) {
-	svc, err := NewService(nc, ServiceConfig{Core: loadCore(gpus, envInt("SHOCKWAVE_LOAD_ROUND", 5)), Policy: "shockwave"})
+	cfg := ServiceConfig{Core: loadCore(gpus, envInt("SHOCKWAVE_LOAD_ROUND", 5)), Policy: "shockwave"}
+	if v := os.Getenv("SHOCKWAVE_LOAD_POLICY_CONFIG"); v != "" { // the log's, or the replay refuses it
+		cfg.PolicyOptions.Config = json.RawMessage(v)
+	}
+	svc, err := NewService(nc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
-	go func() { _ = svc.Run(ctx) }()
-	eventually(t, 10*time.Minute, "the replay", func() bool { return svc.Health().OK })
+	ran := make(chan error, 1)
+	go func() { ran <- svc.Run(ctx) }()
+	eventually(t, 10*time.Minute, "the replay", func() bool {
+		select {
+		case err := <-ran: // refused the log (a configuration other than its own)
+			t.Fatalf("the replay ended: %v", err)
+		default:
+		}
+		return svc.Health().OK
+	})
 	took := time.Since(start)
 	t.Logf("restart: replayed %d log records in %v (%.0f records/s)", records, took.Round(time.Millisecond), float64(records)/took.Seconds())
 }
