@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -63,7 +64,15 @@ type liveScale struct {
 
 func newLiveScale(tb testing.TB, jobs, gpus int, dynamic bool) *liveScale {
 	tb.Helper()
-	p, err := NewShockwave(DefaultShockwaveConfig())
+	cfg := DefaultShockwaveConfig()
+	if v := os.Getenv("SHOCKWAVE_BENCH_BUDGET"); v != "" { // a forecast budget other than the default
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			tb.Fatalf("SHOCKWAVE_BENCH_BUDGET=%q: %v", v, err)
+		}
+		cfg.ForecastBudget = n
+	}
+	p, err := NewShockwave(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
