@@ -51,12 +51,7 @@ func teachAHistoryJob(t *testing.T, fc *bayes.Forecaster, k int) {
 func TestShockwaveRefresh_OverTheBudgetTheJobsTakeTurns(t *testing.T) {
 	for _, budget := range []int64{1, 5000, -1} {
 		t.Run(fmt.Sprint("budget ", budget), func(t *testing.T) {
-			cfg := DefaultShockwaveConfig()
-			cfg.ForecastBudget = budget
-			p, err := NewShockwave(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := shockwaveWithBudget(t, budget)
 			jobs := liveScaleJobs(200)
 			for _, j := range jobs {
 				j.Measurements = []Measurement{{Round: 0, Throughput: 100, BatchSize: 32}} // informed forecasts
@@ -184,6 +179,19 @@ func TestShockwaveRefresh_OverTheBudgetTheJobsTakeTurns(t *testing.T) {
 	}
 }
 
+// shockwaveWithBudget is a Shockwave policy of the default configuration
+// with the forecast budget budget.
+func shockwaveWithBudget(t *testing.T, budget int64) *Shockwave {
+	t.Helper()
+	cfg := DefaultShockwaveConfig()
+	cfg.ForecastBudget = budget
+	p, err := NewShockwave(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // takeTurns is the snapshot indexes a round over a budget of one step
 // forecasts from the sorted list from: one in refreshShare of them,
 // consecutive from the first at or after cursor, wrapping, sorted.
@@ -207,12 +215,7 @@ func takeTurns(from []int, cursor int) []int {
 // forecast in that round, not in its turn, and the round reports the
 // forecast informed (a re-solve).
 func TestShockwaveRefresh_AFirstMeasurementIsForecastAtOnce(t *testing.T) {
-	cfg := DefaultShockwaveConfig()
-	cfg.ForecastBudget = 1
-	p, err := NewShockwave(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := shockwaveWithBudget(t, 1)
 	jobs := liveScaleJobs(200)
 	for k, j := range jobs {
 		if k < 10 { // informed jobs that report every round: due ones waiting for their turns
@@ -254,12 +257,7 @@ func TestShockwaveRefresh_AFirstMeasurementIsForecastAtOnce(t *testing.T) {
 // for its turn is planned and explained from that forecast less 600 s (its
 // P10 and P90 too); once its turn comes, from its fresh forecast.
 func TestShockwaveRefresh_AForecastWaitingItsTurnLosesTheRunTimeSince(t *testing.T) {
-	cfg := DefaultShockwaveConfig()
-	cfg.ForecastBudget = 1
-	p, err := NewShockwave(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := shockwaveWithBudget(t, 1)
 	jobs := liveScaleJobs(200)
 	for _, j := range jobs {
 		j.Measurements = []Measurement{{Round: 0, Throughput: 100, BatchSize: 32}}
