@@ -348,9 +348,9 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// round's lookups and forecasts that a restored policy starts without.
 		// est and on are caches that are rebuilt after a load (swMeta.derive).
 		{fieldType(t, sw, "meta").Elem().Elem(), "epochs workers segs dur dataset epoch submit modes alpha est on targets guessed stamp ran at"},
-		// budget is from the configuration; over and cursor are saved.
-		{fieldType(t, sw, "online").Elem(), "fc ignoreMode jobs budget over cursor"},
-		{fieldType(t, fieldType(t, sw, "online").Elem(), "jobs").Elem().Elem(), "seen tracked forecast cached"},
+		// budget is from the configuration; over, cursor and dueCursor are saved.
+		{fieldType(t, sw, "online").Elem(), "fc ignoreMode jobs budget over cursor dueCursor"},
+		{fieldType(t, fieldType(t, sw, "online").Elem(), "jobs").Elem().Elem(), "seen tracked forecast cached due ranAt"},
 		// det is the detectors' tables and scratch, from the configuration; ver and
 		// memo a cache of forecasts that a restored forecaster starts without;
 		// steps a count of work whose callers read only differences within a

@@ -36,10 +36,11 @@ type ShockwaveConfig struct {
 	// every job as of unknown mode: the ablation of that hint.
 	IgnoreMode bool `json:"ignore_mode,omitempty"`
 	// ForecastBudget bounds a round's online forecasting: the epoch steps
-	// (bayes.Forecaster.Steps) spent on jobs that reported nothing new
-	// since their last forecast. Jobs that did, and jobs never forecast,
-	// are forecast every round regardless. 0 means the default
-	// (DefaultForecastBudget); -1 means no bound.
+	// (bayes.Forecaster.Steps) a round spends. A job's first forecast, and
+	// its first after its first throughput measurement, are made whatever
+	// the budget; past it the other forecasts wait for their turns
+	// (shockwave_refresh.go). 0 means the default (DefaultForecastBudget);
+	// -1 means no bound.
 	ForecastBudget int64 `json:"forecast_budget,omitempty"`
 	// Accepted and ignored: they configure the original's commercial solver
 	// or nothing at all.

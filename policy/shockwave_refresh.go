@@ -6,10 +6,11 @@ import (
 )
 
 // DefaultForecastBudget is ShockwaveConfig.ForecastBudget's default: a
-// million epoch steps of the forecasts' recursions a round, about 20–30 ms
-// on this project's 2-core machine when every step reads family rows.
-// The original traces' runs stay under it: the 900-job trace's online run
-// gives the same bytes with it and without a bound.
+// million epoch steps of the forecasts' recursions a round, about 40–50 ms
+// on this project's 2-core machine when every step reads family rows
+// (docs/scale.md, session 24). The original traces' runs stay under it:
+// the 900-job trace's online run gives the same bytes with it and without
+// a bound.
 const DefaultForecastBudget = 1_000_000
 
 // refreshShare: a round over the budget still refreshes at least one in
