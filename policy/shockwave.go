@@ -39,8 +39,9 @@ type ShockwaveConfig struct {
 	// (bayes.Forecaster.Steps) a round spends. A job's first forecast, and
 	// its first after its first throughput measurement, are made whatever
 	// the budget; past it the other forecasts wait for their turns
-	// (shockwave_refresh.go). 0 means the default (DefaultForecastBudget);
-	// -1 means no bound.
+	// (shockwave_refresh.go). 0 means the default: DefaultForecastBudget
+	// less jobRoundSteps for each job of the round, at least
+	// minDefaultBudget. -1 means no bound.
 	ForecastBudget int64 `json:"forecast_budget,omitempty"`
 	// Accepted and ignored: they configure the original's commercial solver
 	// or nothing at all.
@@ -85,7 +86,8 @@ func (c ShockwaveConfig) Validate() error {
 		return fmt.Errorf("shockwave config: info %q must be %q or %q", c.Info, InfoOnline, InfoProfile)
 	}
 	if c.ForecastBudget < -1 {
-		return fmt.Errorf("shockwave config: forecast_budget %d must be positive, 0 (the default, %d) or -1 (no bound)", c.ForecastBudget, DefaultForecastBudget)
+		return fmt.Errorf("shockwave config: forecast_budget %d must be positive, 0 (the default: %d less %d a job, at least %d) or -1 (no bound)",
+			c.ForecastBudget, DefaultForecastBudget, jobRoundSteps, minDefaultBudget)
 	}
 	if c.Fairness != "" {
 		if _, err := market.ParseFairness(c.Fairness); err != nil {
@@ -162,10 +164,7 @@ func NewShockwave(cfg ShockwaveConfig) (*Shockwave, error) {
 	}
 	if cfg.Info != InfoProfile {
 		s.online = newSWOnline(cfg.IgnoreMode)
-		s.online.budget = cfg.ForecastBudget
-		if s.online.budget == 0 {
-			s.online.budget = DefaultForecastBudget
-		}
+		s.online.budget = cfg.ForecastBudget // 0: the default, by the round's jobs (roundBudget)
 	}
 	return s, nil
 }

@@ -5,13 +5,39 @@ import (
 	"slices"
 )
 
-// DefaultForecastBudget is ShockwaveConfig.ForecastBudget's default: a
-// million epoch steps of the forecasts' recursions a round, about 40–50 ms
-// on this project's 2-core machine when every step reads family rows
-// (docs/scale.md, session 24). The original traces' runs stay under it:
-// the 900-job trace's online run gives the same bytes with it and without
-// a bound.
+// DefaultForecastBudget is ShockwaveConfig.ForecastBudget's default for
+// a small cluster: a million epoch steps of the forecasts' recursions a
+// round, about 40–50 ms on this project's 2-core machine when every step
+// reads family rows (docs/scale.md, session 24). The default shrinks by
+// jobRoundSteps for each job of the round, down to minDefaultBudget: the
+// rest of a round's work grows with its jobs, and the round's latency is
+// what the budget bounds. The original traces' runs stay under it (the
+// 900-job trace's rounds take at most about 710,000 steps with 790 jobs,
+// against a default of 960,500 then): their runs give the same bytes with
+// it and without a bound.
 const DefaultForecastBudget = 1_000_000
+
+// jobRoundSteps is what one job costs a round outside its forecast, in
+// forecast steps: the policy's round with empty families (its market,
+// admissions and explanations) took 22–24 ms at 10,000 jobs, about 2.3 µs
+// a job, and a step takes 40–50 ns (docs/scale.md, session 24). At 10,000
+// jobs the default is then 500,000 steps, with which the live load with
+// history meets its targets on two cores; the default of 1,000,000 alone
+// does not.
+const jobRoundSteps = 50
+
+// minDefaultBudget is the least the default falls to, whatever the
+// jobs: a quarter of DefaultForecastBudget.
+const minDefaultBudget = DefaultForecastBudget / 4
+
+// roundBudget is the budget of a round of jobs jobs: the configured one, or
+// the default for that many (−1: no bound).
+func (o *swOnline) roundBudget(jobs int) int64 {
+	if o.budget != 0 {
+		return o.budget
+	}
+	return max(DefaultForecastBudget-jobRoundSteps*int64(jobs), minDefaultBudget)
+}
 
 // refreshShare: a round over the budget still refreshes at least one in
 // refreshShare of the jobs due a forecast and one in refreshShare of the
@@ -38,8 +64,8 @@ const refreshShare = 64
 // refreshShare of it): first the jobs that reported something new since
 // their last forecast (due), then the rest, until the budget is spent.
 func (o *swOnline) refresh(snap *Snapshot, metas []*swMeta) (informed bool, err error) {
-	start := o.fc.Steps()
-	spent := func() bool { return o.budget >= 0 && int64(o.fc.Steps()-start) >= o.budget }
+	start, budget := o.fc.Steps(), o.roundBudget(len(snap.Jobs))
+	spent := func() bool { return budget >= 0 && int64(o.fc.Steps()-start) >= budget }
 	forecast := func(j *Job, e *swOnlineJob) error {
 		f, err := o.fc.Forecast(j.ID)
 		if err != nil {

@@ -382,10 +382,16 @@ func runBoth(t *testing.T, cfgA, cfgB ShockwaveConfig, rounds, restoreAt int) (o
 }
 
 // TestShockwaveRefresh_TheBudgetIsConfiguredAndChecked: "forecast_budget"
-// reads as a positive bound, 0 (the default) or -1 (no bound); anything
-// below is refused naming the key.
+// reads as a positive bound, 0 (the default: a million steps less 50 a
+// job of the round, at least 250,000) or -1 (no bound); anything below is
+// refused naming the key.
 func TestShockwaveRefresh_TheBudgetIsConfiguredAndChecked(t *testing.T) {
-	for raw, want := range map[string]int64{`{}`: DefaultForecastBudget, `{"forecast_budget": 5000}`: 5000, `{"forecast_budget": -1}`: -1} {
+	for raw, want := range map[string]map[int]int64{
+		`{}`:                            {0: 1_000_000, 900: 955_000, 10_000: 500_000, 15_000: 250_000, 100_000: 250_000},
+		`{"forecast_budget": 5000}`:     {0: 5000, 10_000: 5000},
+		`{"forecast_budget": -1}`:       {0: -1, 10_000: -1},
+		`{"forecast_budget": 10000000}`: {100_000: 10_000_000},
+	} {
 		c, err := ParseShockwaveConfig([]byte(raw))
 		if err != nil {
 			t.Fatalf("%s: %v", raw, err)
@@ -394,8 +400,10 @@ func TestShockwaveRefresh_TheBudgetIsConfiguredAndChecked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.online.budget != want {
-			t.Fatalf("%s: budget %d, want %d", raw, p.online.budget, want)
+		for jobs, b := range want {
+			if got := p.online.roundBudget(jobs); got != b {
+				t.Fatalf("%s: budget %d at %d jobs, want %d", raw, got, jobs, b)
+			}
 		}
 	}
 	if _, err := ParseShockwaveConfig([]byte(`{"forecast_budget": -2}`)); err == nil || !strings.Contains(err.Error(), "forecast_budget -2") {
