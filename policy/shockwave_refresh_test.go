@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -417,7 +418,7 @@ func TestShockwaveRefresh_TheBudgetIsConfiguredAndChecked(t *testing.T) {
 // and its forecasts made at the run times last observed, and encodes as
 // this version's state of the same policy. A due job the state gives no
 // forecast is refused by name, and so are run times for other forecasts
-// than the state's.
+// than the state's and run times that are not finite and non-negative.
 func TestShockwaveRefresh_AVersion3StateLoadsWithNothingDue(t *testing.T) {
 	p, err := NewShockwave(DefaultShockwaveConfig())
 	if err != nil {
@@ -460,6 +461,15 @@ func TestShockwaveRefresh_AVersion3StateLoadsWithNothingDue(t *testing.T) {
 	r, _ = NewShockwave(DefaultShockwaveConfig())
 	if err := r.UnmarshalState(worse); err == nil || !strings.Contains(err.Error(), "job no-such-job is due a forecast but has none") {
 		t.Fatalf("a due job with no forecast: %v", err)
+	}
+	for _, r := range []float64{math.NaN(), math.Inf(1), -1} {
+		var odd wire.Encoder
+		odd.F64s(append([]float64{r}, ranAt[1:]...))
+		worse = append(slices.Clone(b[:len(b)-len(runTimes.Bytes())]), odd.Bytes()...)
+		r2, _ := NewShockwave(DefaultShockwaveConfig())
+		if err := r2.UnmarshalState(worse); err == nil || !strings.Contains(err.Error(), "forecast made at run time") {
+			t.Fatalf("a forecast made at run time %v: %v", r, err)
+		}
 	}
 	var short wire.Encoder
 	short.F64s(ranAt[1:])

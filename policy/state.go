@@ -270,9 +270,13 @@ func (s *Shockwave) UnmarshalState(b []byte) error {
 				d.Failf("policy: shockwave state: %d forecasts' run times for %d forecasts", len(ranAt), len(cached))
 			}
 			for i, id := range cached {
-				if i < len(ranAt) {
-					s.online.jobs[id].ranAt = ranAt[i]
+				if i >= len(ranAt) {
+					break
 				}
+				if r := ranAt[i]; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+					d.Failf("policy: shockwave state: job %s's forecast made at run time %v", id, r)
+				}
+				s.online.jobs[id].ranAt = ranAt[i]
 			}
 		}
 	}
