@@ -28,6 +28,13 @@ const (
 	calWindow = 512 // scores kept (the newest)
 	calMin    = 20  // scores needed before the band is scaled
 	calLevel  = 0.8 // the nominal coverage of [P10, P90]
+	// calScoreMax caps each score. Jobs report their own execution
+	// seconds, so a tenant's jobs can make their truths anything: 40 jobs
+	// that claimed 10^9 s at their end once set the factor to 3,605 for
+	// every model's bands (a P90 20 % above its mean then overflows to
+	// +Inf, and the market refuses the problem). A band that must widen
+	// eightfold in log space to hold the truth says nothing anyway.
+	calScoreMax = 8
 )
 
 // calMarks are the progress fractions at which a job's raw band is kept.
@@ -79,6 +86,7 @@ func (f *Forecaster) learnBand(j *job) {
 		default:
 			continue
 		}
+		s = min(s, calScoreMax)
 		if len(c.scores) < calWindow {
 			c.scores = append(c.scores, s)
 		} else {
@@ -98,11 +106,15 @@ func (c *calibrator) calibrate(d Dist) Dist {
 	if c.scale == 0 || c.scale == 1 || !(d.Mean > 0) {
 		return d
 	}
+	raw := d
 	if d.P10 > 0 && d.P10 < d.Mean {
 		d.P10 = d.Mean * math.Pow(d.P10/d.Mean, c.scale)
 	}
 	if d.P90 > d.Mean {
 		d.P90 = d.Mean * math.Pow(d.P90/d.Mean, c.scale)
+	}
+	if math.IsInf(d.P90, 0) || math.IsNaN(d.P90) || math.IsNaN(d.P10) {
+		return raw // past float64 even at a capped factor: the raw band
 	}
 	return d
 }
