@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -354,6 +355,13 @@ func childConfig() ServiceConfig {
 		Policy: "shockwave", Logger: &l, SnapshotRounds: 4} // the reference then spans several rounds
 	if os.Getenv("SHOCKWAVE_FAILOVER_AGENTS") != "" { // nodes join as agents, which carry their residents
 		cfg.Core.GPUs, cfg.Core.Dynamic, cfg.AgentsCarryResidents = 0, true, true
+	}
+	if v := os.Getenv("SHOCKWAVE_FAILOVER_SNAPSHOT_ROUNDS"); v != "" { // the snapshot interval (and so the log's compaction)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			panic(fmt.Sprintf("SHOCKWAVE_FAILOVER_SNAPSHOT_ROUNDS=%q: want a positive count", v))
+		}
+		cfg.SnapshotRounds = n
 	}
 	if v := os.Getenv("SHOCKWAVE_CHILD_POLICY_CONFIG"); v != "" { // the Shockwave configuration
 		cfg.PolicyOptions.Config = json.RawMessage(v)
