@@ -52,18 +52,8 @@ func teachAHistoryJob(t *testing.T, fc *bayes.Forecaster, k int) {
 func TestShockwaveRefresh_OverTheBudgetTheJobsTakeTurns(t *testing.T) {
 	for _, budget := range []int64{1, 5000, -1} {
 		t.Run(fmt.Sprint("budget ", budget), func(t *testing.T) {
-			p := shockwaveWithBudget(t, budget)
-			jobs := liveScaleJobs(200)
-			for _, j := range jobs {
-				j.Measurements = []Measurement{{Round: 0, Throughput: 100, BatchSize: 32}} // informed forecasts
-				p.Admit(j)
-			}
+			p, jobs, snap, metas := informedLiveJobs(t, budget)
 			o := p.online
-			snap := &Snapshot{Jobs: jobs}
-			metas := make([]*swMeta, len(jobs))
-			if _, err := o.refresh(snap, metas); err != nil {
-				t.Fatal(err)
-			}
 			for _, j := range jobs {
 				if o.jobs[j.ID].forecast.Uninformed {
 					t.Fatalf("job %s's forecast is uninformed: its turns would not wait", j.ID)
@@ -193,6 +183,26 @@ func shockwaveWithBudget(t *testing.T, budget int64) *Shockwave {
 	return p
 }
 
+// informedLiveJobs is a policy with the forecast budget budget that has
+// admitted 200 jobs of the live shape, each with a throughput measurement
+// (so their forecasts are informed), and forecast them once; with the
+// snapshot and its metadata for the next refreshes.
+func informedLiveJobs(t *testing.T, budget int64) (*Shockwave, []*Job, *Snapshot, []*swMeta) {
+	t.Helper()
+	p := shockwaveWithBudget(t, budget)
+	jobs := liveScaleJobs(200)
+	for _, j := range jobs {
+		j.Measurements = []Measurement{{Round: 0, Throughput: 100, BatchSize: 32}}
+		p.Admit(j)
+	}
+	snap := &Snapshot{Jobs: jobs}
+	metas := make([]*swMeta, len(jobs))
+	if _, err := p.online.refresh(snap, metas); err != nil {
+		t.Fatal(err)
+	}
+	return p, jobs, snap, metas
+}
+
 // takeTurns is the snapshot indexes a round over a budget of one step
 // forecasts from the sorted list from: one in refreshShare of them,
 // consecutive from the first at or after cursor, wrapping, sorted.
@@ -258,18 +268,8 @@ func TestShockwaveRefresh_AFirstMeasurementIsForecastAtOnce(t *testing.T) {
 // for its turn is planned and explained from that forecast less 600 s (its
 // P10 and P90 too); once its turn comes, from its fresh forecast.
 func TestShockwaveRefresh_AForecastWaitingItsTurnLosesTheRunTimeSince(t *testing.T) {
-	p := shockwaveWithBudget(t, 1)
-	jobs := liveScaleJobs(200)
-	for _, j := range jobs {
-		j.Measurements = []Measurement{{Round: 0, Throughput: 100, BatchSize: 32}}
-		p.Admit(j)
-	}
+	p, jobs, snap, metas := informedLiveJobs(t, 1)
 	o := p.online
-	snap := &Snapshot{Jobs: jobs}
-	metas := make([]*swMeta, len(jobs))
-	if _, err := o.refresh(snap, metas); err != nil {
-		t.Fatal(err)
-	}
 	j := jobs[len(jobs)-1] // the last in the snapshot's order: its turn comes last
 	made := o.jobs[j.ID].forecast
 	for r := 1; r <= 3; r++ {
