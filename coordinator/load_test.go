@@ -112,9 +112,8 @@ func TestLoad_ManyJobsOneEventPerSecond(t *testing.T) {
 	cfg := ServiceConfig{Core: loadCore(gpus, round), Policy: "shockwave", logPull: envInt("SHOCKWAVE_LOAD_PULL", 0),
 		SnapshotRounds: envInt("SHOCKWAVE_LOAD_SNAPSHOT_ROUNDS", 0), AgentsCarryResidents: loadResidentsMode(),
 		KeepGCPercent: os.Getenv("SHOCKWAVE_LOAD_GC_HOLD") == "0"}
-	if v := os.Getenv("SHOCKWAVE_LOAD_POLICY_CONFIG"); v != "" { // the Shockwave configuration, as coordinator --config gives it
-		cfg.PolicyOptions.Config = json.RawMessage(v)
-		t.Logf("policy configuration: %s", v)
+	if loadPolicyConfig(&cfg) {
+		t.Logf("policy configuration: %s", os.Getenv("SHOCKWAVE_LOAD_POLICY_CONFIG"))
 	}
 	if v := os.Getenv("SHOCKWAVE_LOAD_CARRY"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -529,9 +528,7 @@ func writeServerMemory(t *testing.T, dir string) {
 // log the load left.
 func replayLog(t *testing.T, nc *nats.Conn, gpus int, records uint64) {
 	cfg := ServiceConfig{Core: loadCore(gpus, envInt("SHOCKWAVE_LOAD_ROUND", 5)), Policy: "shockwave"}
-	if v := os.Getenv("SHOCKWAVE_LOAD_POLICY_CONFIG"); v != "" { // the log's, or the replay refuses it
-		cfg.PolicyOptions.Config = json.RawMessage(v)
-	}
+	loadPolicyConfig(&cfg) // the log's, or the replay refuses it
 	svc, err := NewService(nc, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -641,6 +638,17 @@ func loadCore(gpus, round int) Config {
 		c.Cluster = topology.Uniform(gpus/8, 8)
 	}
 	return c
+}
+
+// loadPolicyConfig sets cfg's Shockwave configuration from
+// SHOCKWAVE_LOAD_POLICY_CONFIG, as `coordinator --config` gives it, and
+// reports whether there was one.
+func loadPolicyConfig(cfg *ServiceConfig) bool {
+	v := os.Getenv("SHOCKWAVE_LOAD_POLICY_CONFIG")
+	if v != "" {
+		cfg.PolicyOptions.Config = json.RawMessage(v)
+	}
+	return v != ""
 }
 
 // loadJobsListed counts the load's jobs in a status reply (not the

@@ -39,10 +39,9 @@ type swOnline struct {
 	jobs       map[string]*swOnlineJob
 	// budget bounds the forecasting of jobs forecast before
 	// (ShockwaveConfig.ForecastBudget; 0: the default, roundBudget; −1:
-	// no bound). over records that
-	// the last round left some of them unforecast, and cursor the
-	// snapshot index from which this round's refreshes of the jobs with
-	// nothing new start (shockwave_refresh.go).
+	// no bound). over records that the last round left some of them
+	// unforecast, and cursor the snapshot index from which this round's
+	// refreshes of the jobs with nothing new start (shockwave_refresh.go).
 	budget    int64
 	over      bool
 	cursor    int

@@ -172,18 +172,17 @@ func (s *Shockwave) MarshalState() []byte {
 		e.Int(s.online.cursor)
 		e.Int(s.online.dueCursor) // version 4
 		var due []string
+		var ranAt []float64 // the run time of each forecast, the cached jobs in id order
 		for _, id := range sortedIDs(s.online.jobs) {
-			if s.online.jobs[id].due {
+			j := s.online.jobs[id]
+			if j.due {
 				due = append(due, id)
+			}
+			if j.cached {
+				ranAt = append(ranAt, j.ranAt)
 			}
 		}
 		e.Strs(due)
-		var ranAt []float64 // the run time of each forecast, the cached jobs in id order
-		for _, id := range sortedIDs(s.online.jobs) {
-			if s.online.jobs[id].cached {
-				ranAt = append(ranAt, s.online.jobs[id].ranAt)
-			}
-		}
 		e.F64s(ranAt)
 	}
 	s.stateSize = len(e.Bytes())
