@@ -249,7 +249,9 @@ func (f *Forecaster) loadJob(d *wire.Decoder, version int) *job {
 	j := &job{}
 	s := &j.spec
 	s.ID, s.Model, s.Mode = d.Str(), d.Str(), d.Str()
-	s.Workers, s.InitialBatchSize, s.DatasetSize = d.IntIn(1, math.MaxInt32), d.IntIn(1, math.MaxInt32), d.IntIn(1, math.MaxInt32)
+	// A dataset may hold more than 2^31 samples (a registration allows up to
+	// the largest batch size times the most epochs): any positive size.
+	s.Workers, s.InitialBatchSize, s.DatasetSize = d.IntIn(1, math.MaxInt32), d.IntIn(1, math.MaxInt32), d.IntIn(1, math.MaxInt)
 	s.TotalSteps, s.Throughput = d.I64(), d.F64()
 	j.epochs, j.bs = d.Int(), d.IntIn(1, math.MaxInt32)
 	j.steps, j.total, j.pos = d.I64(), d.I64(), d.F64()
