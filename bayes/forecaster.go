@@ -339,6 +339,7 @@ func (f *Forecaster) admit(spec JobSpec, j *job) error {
 	j.thr = f.thrEntry(spec.Model, j.bs, spec.Workers)
 	f.jobs[spec.ID] = j
 	f.sawBatch(spec.Model, spec.InitialBatchSize, true)
+	f.bound()
 	return nil
 }
 
@@ -407,6 +408,7 @@ func (f *Forecaster) Observe(id string, o Observation) error {
 		shared = true
 	}
 	if shared {
+		f.bound()
 		f.changed()
 	}
 	j.exec += o.Elapsed
@@ -498,6 +500,7 @@ func (f *Forecaster) Complete(id string) {
 	f.learnRatios(j)
 	f.learnBand(j)
 	delete(f.jobs, id)
+	f.bound()
 }
 
 // Remove forgets a job that left unfinished. What it already taught stays:
