@@ -43,6 +43,11 @@ type EmbeddedConfig struct {
 	// revoked (flood.go): 0 is DefaultFloodLimit, a negative value turns
 	// the guard off.
 	FloodLimit int
+	// ConnectionsAdvice is the number of client connections past which
+	// the server logs that the jobs should come through node agents or
+	// NATS run apart (connadvice.go): 0 is DefaultConnectionsAdvice, a
+	// negative value never.
+	ConnectionsAdvice int
 }
 
 // Embedded is a running embedded NATS server with JetStream.
@@ -57,6 +62,7 @@ type Embedded struct {
 	log      *zerolog.Logger
 	stop     chan struct{}
 	flood    floodGuard
+	advice   connAdvice
 }
 
 // StartEmbedded starts the server and waits until it accepts connections.
@@ -97,7 +103,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Embedded{lock: lock, log: cfg.Logger, stop: make(chan struct{})}
+	e := &Embedded{lock: lock, log: cfg.Logger, stop: make(chan struct{}), advice: connAdvice{level: cmp.Or(cfg.ConnectionsAdvice, DefaultConnectionsAdvice)}}
 	if err := e.setupAuth(opts, cfg, subj); err != nil {
 		lock.release()
 		return nil, err
@@ -136,6 +142,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 			account = pub(e.auth.jobs)
 		}
 		go e.guardFloods(account, cmp.Or(cfg.FloodLimit, DefaultFloodLimit), e.stop)
+	}
+	if e.advice.level > 0 {
+		go e.adviseConnections(e.stop)
 	}
 	return e, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,7 +42,7 @@ type coordFlags struct {
 	auth, token, tokenFile, logFormat, logLevel, info                  string
 	tlsCert, tlsKey, tlsCA, nodes, cluster                             string
 	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient, leaseRounds int
-	floodLimit, jobSeries                                              int
+	floodLimit, jobSeries, connAdvice                                  int
 	round, jobTimeout, leaseGrace, leaderTTL                           time.Duration
 	agentTimeout, carryWindow                                          time.Duration
 	agents                                                             bool
@@ -104,6 +105,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA `FILE` (PEM): with --tls-cert, require client certificates it signed; with --nats-url, trust the cluster's certificates it signed")
 	fs.IntVar(&f.maxJobs, "max-jobs", coordinator.DefaultMaxJobs, "refuse new jobs while this many are pending or active")
 	fs.IntVar(&f.floodLimit, "flood-limit", coordinator.DefaultFloodLimit, "embedded server: disconnect a job connection that publishes more than this many messages (or KiB) a second, and revoke its credential in creds mode or refuse its address new connections for a cooldown (0: off)")
+	fs.IntVar(&f.connAdvice, "connections-advice", coordinator.DefaultConnectionsAdvice, "embedded server: log a warning when it holds more than this many client connections, the most it was measured to serve within the live targets on 2 cores with a connection per job (docs/scale.md), advising node agents or NATS run apart (0: never)")
 	fs.IntVar(&f.maxJobsPerClient, "max-jobs-per-client", coordinator.DefaultMaxJobsPerClient, "refuse new jobs from a client (connection, or user in creds mode) that registered this many")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 0, "a standby takes over after the leader was silent this long (default two rounds, between 1s and 5s)")
 	fs.IntVar(&f.jobSeries, "job-metrics", coordinator.DefaultJobSeries, "export per-job metric series (shockwave_job_rho, shockwave_job_forecast_remaining_seconds) for at most this many jobs, those with the highest projected ρ (0: none; shockwave_jobs_rho gives ρ's quantiles over every job)")
@@ -147,6 +149,9 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shockwave_flood_disconnects_total",
 			Help: "Job connections the embedded server's flood guard disconnected (--flood-limit)."},
 			func() float64 { return float64(emb.FloodDisconnects()) }))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shockwave_nats_connections",
+			Help: "Client connections the embedded NATS server holds: jobs', agents', tools' and the coordinator's own (--connections-advice)."},
+			func() float64 { return float64(emb.Connections()) }))
 	}
 	svc, err := coordinator.NewService(nc, scfg)
 	if err != nil {
@@ -210,6 +215,9 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	}
 	if err := checkServerFlags(f.floodLimit, f.tlsCert, f.tlsKey, f.logFormat); err != nil {
 		return cfg, "", err
+	}
+	if f.connAdvice < 0 {
+		return cfg, "", badInput("--connections-advice: %d is negative (0 turns the advice off)", f.connAdvice)
 	}
 	if err := protocol.ValidatePrefix(f.prefix); err != nil {
 		return cfg, "", usageError{err}
@@ -349,7 +357,9 @@ func (f *coordFlags) connect(log *zerolog.Logger, mode coordinator.AuthMode) (*n
 	if mode == coordinator.AuthNone && !coordinator.IsLoopback(f.listen) {
 		log.Warn().Str("listen", f.listen).Msg("no authentication on a non-loopback address: anyone who reaches it can register jobs and publish events; use --auth token or --auth creds")
 	}
-	emb, err := coordinator.StartEmbedded(embeddedConfig(f.listen, f.dataDir, mode, f.token, f.prefix, f.floodLimit, f.tlsCert, f.tlsKey, f.tlsCA, log))
+	ecfg := embeddedConfig(f.listen, f.dataDir, mode, f.token, f.prefix, f.floodLimit, f.tlsCert, f.tlsKey, f.tlsCA, log)
+	ecfg.ConnectionsAdvice = cmp.Or(f.connAdvice, -1) // the flag's 0 is off
+	emb, err := coordinator.StartEmbedded(ecfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -69,7 +69,9 @@ func (f *natsFlags) config() (coordinator.EmbeddedConfig, error) {
 	if mode == coordinator.AuthToken && f.token == "" {
 		return coordinator.EmbeddedConfig{}, badInput("--auth token needs --token, --token-file or $SHOCKWAVE_TOKEN")
 	}
-	return embeddedConfig(f.listen, f.dataDir, mode, f.token, f.prefix, f.floodLimit, f.tlsCert, f.tlsKey, f.tlsCA, nil), nil
+	cfg := embeddedConfig(f.listen, f.dataDir, mode, f.token, f.prefix, f.floodLimit, f.tlsCert, f.tlsKey, f.tlsCA, nil)
+	cfg.ConnectionsAdvice = -1 // a server run apart is the advised deployment
+	return cfg, nil
 }
 
 func runNATS(args []string, _, stderr io.Writer) error {
