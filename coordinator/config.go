@@ -66,6 +66,13 @@ type Config struct {
 	// (the service sets it; the simulator, whose rounds end when their work
 	// is done, does not).
 	ExpireLeases bool
+	// KeepEnded is the most ended (completed, failed, expired, cancelled)
+	// and lost jobs the job table keeps: past it, the job that ended or
+	// was lost first is forgotten, with its event budget and submission
+	// (retention.go). 0 keeps them all (the simulator's setting, and logs
+	// written before it existed); the service defaults to
+	// DefaultKeepEnded in a new log.
+	KeepEnded int
 }
 
 // Validate checks the configuration and fills in defaults.
@@ -87,6 +94,9 @@ func (c *Config) Validate() error {
 	}
 	if math.IsNaN(c.RuntimeLimitFactor) || math.IsNaN(c.LeaseGraceSeconds) || c.LeaseGraceSeconds < 0 {
 		return fmt.Errorf("coordinator: config: invalid runtime limit factor or lease grace")
+	}
+	if c.KeepEnded < 0 {
+		return fmt.Errorf("coordinator: config: %d ended jobs to keep is negative (0 keeps them all)", c.KeepEnded)
 	}
 	if c.LeaseRounds == 0 {
 		c.LeaseRounds = 1

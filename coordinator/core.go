@@ -98,6 +98,10 @@ type job struct {
 	managed bool
 	adopted bool   // its process registered: the registration replaced the placeholder
 	reason  string // why it ended, or its last failed exit
+
+	// retiredAt orders the ended and lost jobs for retention.go: the
+	// Core's retireSeq when the job ended or was lost, 0 while it lives.
+	retiredAt uint64
 }
 
 // Core is the coordinator's deterministic state machine. It is not safe for
@@ -126,6 +130,8 @@ type Core struct {
 	dynamic bool            // membership changes (nodes.go)
 
 	marks uint64 // the last mark handed out (newMark)
+
+	retention // the ended and lost jobs, in the order they left (retention.go)
 }
 
 // newMark returns a value no job's mark holds yet: a set of jobs, such as
@@ -312,6 +318,7 @@ func (c *Core) end(j *job, s JobState, reason string) {
 	}
 	j.forget()
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
+	c.retire(j)
 }
 
 // forget drops what no one reads once a job ended — its measurements and

@@ -223,8 +223,16 @@ func (f *fold) config(r record) outcome {
 			break
 		}
 		f.core, f.cfg = core, rec
+		core.onForget = f.forgetJob
 	}
 	return o
+}
+
+// forgetJob drops what the fold keeps of a job the Core forgot
+// (retention.go): its event budget and its submission.
+func (f *fold) forgetJob(id string) {
+	delete(f.budgets, id)
+	delete(f.run.subs, id)
 }
 
 func (f *fold) register(r record) outcome {
@@ -467,6 +475,7 @@ func sameConfig(a, b *configRecord) bool {
 		a.RuntimeLimit == b.RuntimeLimit && a.LeaseGrace == b.LeaseGrace && a.JobTimeout == b.JobTimeout &&
 		a.leaseRounds() == b.leaseRounds() &&
 		a.Dynamic == b.Dynamic && reflect.DeepEqual(a.Cluster, b.Cluster) && a.Reallocate == b.Reallocate &&
+		a.KeepEnded == b.KeepEnded &&
 		a.Policy == b.Policy && strings.TrimSpace(string(a.PolicyConfig)) == strings.TrimSpace(string(b.PolicyConfig))
 }
 

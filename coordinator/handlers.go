@@ -197,6 +197,7 @@ func (s *Service) startRound(r record, o *outcome) {
 	jobs, plan := s.fold.core.AppendJobs(table[:0]), s.fold.core.LastPlan()
 	clear(jobs[len(jobs):cap(jobs)]) // what a longer table left
 	s.m.observeRound(o.solve)
+	s.m.observeEnded(rd)
 	s.web.add(rd, o.solve)
 	for _, e := range rd.Lost {
 		s.log.Warn().Str("job", e.Job).Str("reason", e.Reason).Int("round", rd.Index).Msg("job lost")

@@ -139,6 +139,7 @@ func (c *Core) rejoin(j *job) {
 	}
 	j.state, j.readmit = Pending, true
 	c.pending = append(c.pending, j)
+	c.unretire(j)
 }
 
 // drop ends a job the policy does not track (pending or lost).
@@ -149,6 +150,7 @@ func (c *Core) drop(j *job, s JobState, reason string) {
 	j.state, j.readmit, j.reason = s, false, reason
 	j.forget()
 	c.ended = append(c.ended, Ended{Job: j.view.ID, State: s, Time: c.now, Reason: reason})
+	c.retire(j)
 }
 
 // expire runs at the start of a tick at time now. With ExpireLeases, when
@@ -179,6 +181,7 @@ func (c *Core) expire(now float64) []protocol.Lease {
 		c.active = slices.DeleteFunc(c.active, func(a *job) bool { return a == j })
 		c.remove(j.view.ID)
 		c.life.lost = append(c.life.lost, Ended{Job: j.view.ID, State: Lost, Time: now, Reason: reason})
+		c.retire(j)
 	}
 	return leases
 }

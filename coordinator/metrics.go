@@ -20,6 +20,7 @@ import (
 // service did since it started; a replay after a restart counts nothing.
 type Metrics struct {
 	jobs        *prometheus.GaugeVec
+	ended       *prometheus.CounterVec
 	rounds      prometheus.Counter
 	roundErrors prometheus.Counter
 	solve       prometheus.Histogram
@@ -60,7 +61,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	lat := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	m := &Metrics{
-		jobs:                 prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_jobs", Help: "Jobs by state."}, []string{"state"}),
+		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shockwave_jobs", Help: "Jobs by state."}, []string{"state"}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shockwave_jobs_ended_total",
+			Help: "Jobs that ended (completed, failed, expired, cancelled) or were lost, by state, as the rounds report them; unlike shockwave_jobs, not bounded by the ended jobs the table keeps (--keep-ended)."}, []string{"state"}),
 		rounds:               prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_rounds_total", Help: "Rounds scheduled."}),
 		roundErrors:          prometheus.NewCounter(prometheus.CounterOpts{Name: "shockwave_round_errors_total", Help: "Round ticks that failed (policy errors)."}),
 		solve:                prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_solve_seconds", Help: "Time Core.Tick took: settling, the policy's allocation, placement.", Buckets: lat}),
@@ -89,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		carriedRegistrations: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shockwave_carried_registrations", Help: "Registrations per carried log record: the registrations the leader appends together (carryreg.go).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		labeled:              map[string]bool{},
 	}
-	reg.MustRegister(m.carried, m.carriedRegistrations, m.jobs, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.roundsCollected, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.leasesHeld, m.accepted,
+	reg.MustRegister(m.carried, m.carriedRegistrations, m.jobs, m.ended, m.rounds, m.roundErrors, m.solve, m.tickToLease, m.roundsCollected, m.granted, m.revoked, m.leasesCovered, m.leasesRelayed, m.leasesHeld, m.accepted,
 		m.rejected, m.registrations, m.eventLag, m.rho, m.forecast, m.rhoQuantiles, m.logSeq, m.replaySeconds, m.snapshotErrors,
 		m.logWrites, m.logConsumer, m.deposed, m.loopStep)
 	m.snapshotMetrics = newSnapshotMetrics(reg)
@@ -103,6 +106,16 @@ func (m *Metrics) observeEvents(o *outcome, stored time.Time) {
 		m.rejected.WithLabelValues(r).Inc()
 	}
 	m.eventLag.Observe(time.Since(stored).Seconds())
+}
+
+// observeEnded counts the jobs round r reports ended or lost.
+func (m *Metrics) observeEnded(r *Round) {
+	for _, e := range r.Ended {
+		m.ended.WithLabelValues(string(e.State)).Inc()
+	}
+	if len(r.Lost) > 0 {
+		m.ended.WithLabelValues(string(Lost)).Add(float64(len(r.Lost)))
+	}
 }
 
 // observeRound counts a round and its solve time.

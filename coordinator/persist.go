@@ -10,6 +10,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,13 +77,16 @@ type configRecord struct {
 	// Reallocate is policy.Options.ReallocateOnChange (Gavel-round
 	// baselines only; absent, i.e. false, in logs from before it existed).
 	Reallocate bool `json:"reallocate_on_change,omitempty"`
+	// KeepEnded is Config.KeepEnded (absent, i.e. 0, keeps every ended
+	// job: logs from before it existed).
+	KeepEnded int `json:"keep_ended,omitempty"`
 }
 
 func newConfigRecord(cfg Config, pol string, opts policy.Options) (configRecord, error) {
 	rec := configRecord{V: protocol.Version, GPUs: cfg.GPUs, RoundSeconds: cfg.RoundSeconds,
 		MaxFailed: cfg.MaxFailedLeases, RuntimeLimit: cfg.RuntimeLimitFactor,
 		LeaseGrace: cfg.LeaseGraceSeconds, JobTimeout: cfg.JobTimeoutSeconds, Policy: pol, Dynamic: cfg.Dynamic,
-		Reallocate: opts.ReallocateOnChange}
+		Reallocate: opts.ReallocateOnChange, KeepEnded: cfg.KeepEnded}
 	if cfg.LeaseRounds > 1 {
 		rec.LeaseRounds = cfg.LeaseRounds
 	}
@@ -115,11 +119,20 @@ func (r *configRecord) core() (*Core, error) {
 	}
 	cfg := Config{GPUs: r.GPUs, RoundSeconds: r.RoundSeconds, MaxFailedLeases: r.MaxFailed,
 		RuntimeLimitFactor: r.RuntimeLimit, LeaseGraceSeconds: r.LeaseGrace,
-		JobTimeoutSeconds: r.JobTimeout, ExpireLeases: true, Dynamic: r.Dynamic, LeaseRounds: r.leaseRounds()}
+		JobTimeoutSeconds: r.JobTimeout, ExpireLeases: true, Dynamic: r.Dynamic, LeaseRounds: r.leaseRounds(),
+		KeepEnded: r.KeepEnded}
 	if r.Cluster != nil {
 		cfg.Cluster = *r.Cluster
 	}
 	return NewCore(cfg, p)
+}
+
+// keepEndedString names the recorded Config.KeepEnded ("all" for 0).
+func (r *configRecord) keepEndedString() string {
+	if r.KeepEnded == 0 {
+		return "all"
+	}
+	return strconv.Itoa(r.KeepEnded)
 }
 
 // leaseRounds is the recorded Config.LeaseRounds.

@@ -109,13 +109,7 @@ func TestService_WithTheRuleUnsetALogGoesOnWithItsOwn(t *testing.T) {
 	defer nc.Close()
 	cfg := e.scfg
 	cfg.PolicyOptions.ReallocateOnChange, cfg.ReallocateFromLog = true, true
-	svc, err := NewService(nc, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
+	svc, done, cancel := startService(t, nc, cfg)
 	eventually(t, 20*time.Second, "the coordinator serves on the older log", func() bool { return svc.Health().OK })
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {

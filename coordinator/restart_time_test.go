@@ -108,8 +108,10 @@ func inflateToAWeek(c *Core) {
 			SubmitTime: float64(i), AdmitTime: float64(i + 60), InitialBatchSize: 32, BatchSize: 64, DatasetSize: 50000,
 			Throughput: 9, StepsDone: 100_000, TotalSteps: 100_000, Epoch: 90, RunTime: 36000, LastRun: i % 5000}
 		c.nextSeq++
-		c.jobs[id] = &job{view: v, state: Completed, lastSeq: 900, leaseRound: i % 5000,
+		j := &job{view: v, state: Completed, lastSeq: 900, leaseRound: i % 5000,
 			ident: identity{model: "ResNet-50", mode: "gns", workers: v.Workers, batch: 32, dataset: 50000, steps: 100_000}}
+		c.jobs[id] = j
+		c.retire(j) // in the order they ended (retention.go)
 	}
 }
 

@@ -243,15 +243,18 @@ func (s *Service) checkConfig(ctx context.Context, st *storage) error {
 		if s.cfg.leaseRoundsUnset { // continue with the log's
 			mine.LeaseRounds = logged.LeaseRounds
 		}
+		if s.cfg.keepEndedUnset { // continue with the log's
+			mine.KeepEnded = logged.KeepEnded
+		}
 		if s.cfg.ReallocateFromLog && mine.Reallocate != logged.Reallocate {
 			s.log.Info().Bool("reallocate_on_change", logged.Reallocate).Msg("continuing with the log's re-allocation rule")
 			mine.Reallocate = logged.Reallocate
 		}
 		if !sameRules(logged, &mine) {
-			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, lease rounds %d, re-allocate on change %v, policy config %s); "+
+			return fmt.Errorf("coordinator: the log %s was written with --gpus %d (cluster %s) --round %gs --policy %s (job timeout %gs, lease grace %gs, lease rounds %d, re-allocate on change %v, ended jobs kept %s, policy config %s); "+
 				"restart with the same settings, or start a new log (another --data-dir or --prefix)",
 				st.name, logged.GPUs, logged.clusterString(), logged.RoundSeconds, logged.Policy, logged.JobTimeout, logged.LeaseGrace,
-				logged.leaseRounds(), logged.Reallocate, orNone(logged.PolicyConfig))
+				logged.leaseRounds(), logged.Reallocate, logged.keepEndedString(), orNone(logged.PolicyConfig))
 		}
 		if !sameConfig(logged, &mine) {
 			s.log.Info().Str("log_cluster", logged.clusterString()).Msg("the cluster differs from the one the log started with; it is resized, if needed, once this coordinator leads")

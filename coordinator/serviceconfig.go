@@ -33,6 +33,13 @@ type ServiceConfig struct {
 	Core Config
 	// leaseRoundsUnset records that Core.LeaseRounds was 0 (validate).
 	leaseRoundsUnset bool
+	// KeepEnded is Core.KeepEnded for the service: 0 means
+	// DefaultKeepEnded in a new log and the log's own in a log the service
+	// continues, a negative value keeps every ended job, and another value
+	// must match the log's. (Core.KeepEnded itself is ignored.)
+	KeepEnded int
+	// keepEndedUnset records that KeepEnded was 0 (validate).
+	keepEndedUnset bool
 	// logPull is how many log records the consumer asks the server for at
 	// a time (0: the client's default, 500); the load test tries others.
 	logPull int
@@ -183,6 +190,15 @@ func (c *ServiceConfig) validate() error {
 	c.leaseRoundsUnset = c.Core.LeaseRounds == 0
 	if c.leaseRoundsUnset {
 		c.Core.LeaseRounds = DefaultLeaseRounds
+	}
+	c.keepEndedUnset = c.KeepEnded == 0
+	switch {
+	case c.keepEndedUnset:
+		c.Core.KeepEnded = DefaultKeepEnded
+	case c.KeepEnded < 0:
+		c.Core.KeepEnded = 0 // all
+	default:
+		c.Core.KeepEnded = c.KeepEnded
 	}
 	if err := c.Core.Validate(); err != nil {
 		return err

@@ -218,6 +218,7 @@ func (s *StateSnapshot) restore(subj protocol.Subjects, limit int) (*fold, error
 	}
 	f := newFold(subj, limit)
 	f.core, f.cfg, f.now, f.seq = core, cfg, now, seq
+	core.onForget = f.forgetJob
 	if err := json.Unmarshal(last, &f.last); err != nil {
 		return nil, fmt.Errorf("%w: last round: %v", ErrSnapshotCorrupt, err)
 	}

@@ -23,7 +23,7 @@ import (
 // leases, same plans, for any input that follows.
 
 // coreStateVersion is the version of the Core's state encoding.
-const coreStateVersion = 3 // 2: submitted jobs (managed, adopted, reason); 3: leases of several rounds (runUntil, resuspended)
+const coreStateVersion = 4 // 2: submitted jobs (managed, adopted, reason); 3: leases of several rounds (runUntil, resuspended); 4: retention of ended jobs (retiredAt, retireSeq)
 
 // appendState writes the Core's state to e.
 func (c *Core) appendState(e *wire.Encoder) error {
@@ -58,6 +58,7 @@ type coreImage struct {
 	nodes           []topology.Node
 	total           int
 	dynamic         bool
+	retireSeq       uint64
 	policy          string
 	version         int // the encoding's version: 0 is coreStateVersion (others: tests)
 }
@@ -86,7 +87,7 @@ func (c *Core) capture() (*coreImage, policy.Stateful, error) {
 		nextSeq: c.nextSeq, round: c.round, now: c.now, plan: c.plan,
 		ended: slices.Clone(c.ended), lost: slices.Clone(c.life.lost),
 		lastTick: c.life.lastTick, ticked: c.life.ticked,
-		nodes: slices.Clone(c.nodes), total: c.total, dynamic: c.dynamic, policy: c.pol.Name()}
+		nodes: slices.Clone(c.nodes), total: c.total, dynamic: c.dynamic, retireSeq: c.retireSeq, policy: c.pol.Name()}
 	for _, j := range c.jobs {
 		ji := jobImage{j: *j}
 		if ms := j.view.Measurements; len(ms) > 0 {
@@ -140,6 +141,9 @@ func (img *coreImage) append(e *wire.Encoder) error {
 	}
 	e.Int(img.total)
 	e.Bool(img.dynamic)
+	if version >= 4 {
+		e.U64(img.retireSeq)
+	}
 	e.Str(img.policy)
 	return nil
 }
@@ -177,6 +181,7 @@ func (c *Core) loadState(d *wire.Decoder) error {
 	}
 	n := d.Len(64)
 	c.jobs = make(map[string]*job, n)
+	ids := make([]string, 0, n)
 	for range n {
 		j := &job{}
 		j.load(d, version)
@@ -187,6 +192,7 @@ func (c *Core) loadState(d *wire.Decoder) error {
 			return fmt.Errorf("coordinator: core state: job %s twice", j.view.ID)
 		}
 		c.jobs[j.view.ID] = j
+		ids = append(ids, j.view.ID)
 	}
 	var err error
 	if c.pending, err = c.loadIDs(d, Pending); err != nil {
@@ -205,6 +211,9 @@ func (c *Core) loadState(d *wire.Decoder) error {
 		c.nodes[i] = topology.Node{Name: d.Str(), GPUs: d.IntIn(0, math.MaxInt32), Type: d.Str()}
 	}
 	c.total, c.dynamic = d.IntIn(0, math.MaxInt32), d.Bool()
+	if version >= 4 {
+		c.retireSeq = d.U64()
+	}
 	c.indexNodes() // nodeAt is derived from nodes
 	name, state := d.Str(), d.Blob()
 	if d.Err() != nil {
@@ -212,6 +221,9 @@ func (c *Core) loadState(d *wire.Decoder) error {
 	}
 	if err := (topology.Cluster{Nodes: c.nodes}).Validate(); err != nil && len(c.nodes) > 0 {
 		return fmt.Errorf("coordinator: core state: %w", err)
+	}
+	if err := c.loadRetention(version, ids); err != nil {
+		return err
 	}
 	if name != c.pol.Name() {
 		return fmt.Errorf("coordinator: core state of policy %s, this core runs %s", name, c.pol.Name())
@@ -292,6 +304,9 @@ func (ji *jobImage) append(e *wire.Encoder, version int) {
 		e.F64(j.runUntil)
 		e.Int(j.resuspended)
 	}
+	if version >= 4 {
+		e.U64(j.retiredAt)
+	}
 }
 
 func appendMeasurement(e *wire.Encoder, m policy.Measurement) {
@@ -336,6 +351,9 @@ func (j *job) load(d *wire.Decoder, version int) {
 	j.managed, j.adopted, j.reason = d.Bool(), d.Bool(), d.Str()
 	if version >= 3 {
 		j.runUntil, j.resuspended = d.F64(), d.IntIn(0, math.MaxInt32)
+	}
+	if version >= 4 {
+		j.retiredAt = d.U64()
 	}
 	if d.Err() != nil {
 		return

@@ -94,15 +94,7 @@ func TestSnapshot_RegistrationsAndEventsAtTheProtocolsEdgesSurviveARestore(t *te
 					t.Fatalf("%s is %s, not active: the snapshot would not hold it", reg.Job, st.State)
 				}
 			}
-			data, err := h.f.encodeState()
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := DecodeStateSnapshot(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := s.restore(h.subj, protocol.DefaultMaxMessageBytes)
+			f, data, err := saveAndRestore(t, h)
 			if err != nil {
 				t.Fatalf("restore: %v", err)
 			}
@@ -120,4 +112,20 @@ func TestSnapshot_RegistrationsAndEventsAtTheProtocolsEdgesSurviveARestore(t *te
 			}
 		})
 	}
+}
+
+// saveAndRestore encodes h's fold as a snapshot and restores a fold from
+// it; the error is the restore's.
+func saveAndRestore(t *testing.T, h *history) (*fold, []byte, error) {
+	t.Helper()
+	data, err := h.f.encodeState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := DecodeStateSnapshot(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.restore(h.subj, protocol.DefaultMaxMessageBytes)
+	return f, data, err
 }

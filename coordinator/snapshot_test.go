@@ -326,11 +326,14 @@ func TestSnapshot_EveryStateFieldIsSaved(t *testing.T) {
 		// open, frozen and later are empty between rounds, where every snapshot is
 		// taken; lent is false but while one is being taken (snapshot.go).
 		// marks only makes marks unique (newMark).
-		{reflect.TypeOf(Core{}), "cfg pol jobs pending active nextSeq round now plan ended life open frozen later lent nodes nodeAt total dynamic marks"},
+		{reflect.TypeOf(Core{}), "cfg pol jobs pending active nextSeq round now plan ended life open frozen later lent nodes nodeAt total dynamic marks retention"},
+		// retired, head and nRetired are rebuilt from the jobs' retiredAt
+		// after a load; onForget is the fold's, set when it makes the Core.
+		{reflect.TypeOf(retention{}), "retireSeq retired head nRetired onForget"},
 		// prepared is what the policy built ahead of the job's admission: a
 		// restored pending job is admitted without it, to the same state.
 		// inSnapshot and mark are a round boundary's scratch (tick.go).
-		{reflect.TypeOf(job{}), "view state lastSeq failures limit leaseRound leaseSteps leaseElapsed leaseBatch workers devices next void runUntil resuspended node visible ident lastHeard readmit prepared inSnapshot mark managed adopted reason"},
+		{reflect.TypeOf(job{}), "view state lastSeq failures limit leaseRound leaseSteps leaseElapsed leaseBatch workers devices next void runUntil resuspended node visible ident lastHeard readmit prepared inSnapshot mark managed adopted reason retiredAt"},
 		{reflect.TypeOf(liveness{}), "lastTick ticked lost"},
 		{reflect.TypeOf(policy.Job{}), "ID Seq Model Mode Workers Priority SubmitTime AdmitTime AdmitRound InitialBatchSize BatchSize DatasetSize Throughput StepsDone TotalSteps Epoch RunTime PlannedBatchSizes PlannedEpochSeconds IsolatedSeconds Measurements LastRun"},
 		{reflect.TypeOf(policy.GavelRound{}), "alloc MinResetSeconds ReallocateOnChange x jobTime deficit workerTime lastReset update gpus"},

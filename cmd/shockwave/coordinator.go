@@ -42,7 +42,7 @@ type coordFlags struct {
 	auth, token, tokenFile, logFormat, logLevel, info                  string
 	tlsCert, tlsKey, tlsCA, nodes, cluster                             string
 	gpus, maxMessage, replicas, maxJobs, maxJobsPerClient, leaseRounds int
-	floodLimit, jobSeries, connAdvice                                  int
+	floodLimit, jobSeries, connAdvice, keepEnded                       int
 	round, jobTimeout, leaseGrace, leaderTTL                           time.Duration
 	agentTimeout, carryWindow                                          time.Duration
 	agents                                                             bool
@@ -105,6 +105,7 @@ func (f *coordFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA `FILE` (PEM): with --tls-cert, require client certificates it signed; with --nats-url, trust the cluster's certificates it signed")
 	fs.IntVar(&f.maxJobs, "max-jobs", coordinator.DefaultMaxJobs, "refuse new jobs while this many are pending or active")
 	fs.IntVar(&f.floodLimit, "flood-limit", coordinator.DefaultFloodLimit, "embedded server: disconnect a job connection that publishes more than this many messages (or KiB) a second, and revoke its credential in creds mode or refuse its address new connections for a cooldown (0: off)")
+	fs.IntVar(&f.keepEnded, "keep-ended", 0, fmt.Sprintf("ended and lost jobs the job table keeps; past it the one that left first is forgotten, with its event budget and submission (default %d in a new log, the log's own when continuing one; -1: all)", coordinator.DefaultKeepEnded))
 	fs.IntVar(&f.connAdvice, "connections-advice", coordinator.DefaultConnectionsAdvice, "embedded server: log a warning when it holds more than this many client connections, the most it was measured to serve within the live targets on 2 cores with a connection per job (docs/scale.md), advising node agents or NATS run apart (0: never)")
 	fs.IntVar(&f.maxJobsPerClient, "max-jobs-per-client", coordinator.DefaultMaxJobsPerClient, "refuse new jobs from a client (connection, or user in creds mode) that registered this many")
 	fs.DurationVar(&f.leaderTTL, "leader-ttl", 0, "a standby takes over after the leader was silent this long (default two rounds, between 1s and 5s)")
@@ -216,6 +217,9 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 	if err := checkServerFlags(f.floodLimit, f.tlsCert, f.tlsKey, f.logFormat); err != nil {
 		return cfg, "", err
 	}
+	if f.keepEnded < -1 {
+		return cfg, "", badInput("--keep-ended: %d is below -1 (-1 keeps every ended job; 0 is the default)", f.keepEnded)
+	}
 	if f.connAdvice < 0 {
 		return cfg, "", badInput("--connections-advice: %d is negative (0 turns the advice off)", f.connAdvice)
 	}
@@ -243,7 +247,7 @@ func (f *coordFlags) validate() (coordinator.ServiceConfig, coordinator.AuthMode
 		return cfg, "", err
 	}
 	cfg = coordinator.ServiceConfig{Policy: name, Prefix: f.prefix, MaxMessageBytes: f.maxMessage, Replicas: f.replicas, AgentTimeout: f.agentTimeout,
-		MaxJobs: f.maxJobs, MaxJobsPerClient: f.maxJobsPerClient, LeaderTTL: f.leaderTTL,
+		MaxJobs: f.maxJobs, MaxJobsPerClient: f.maxJobsPerClient, LeaderTTL: f.leaderTTL, KeepEnded: f.keepEnded,
 		Core: coordinator.Config{GPUs: f.gpus, Cluster: cluster, Dynamic: f.agents, RoundSeconds: f.round.Seconds(),
 			JobTimeoutSeconds: f.jobTimeout.Seconds(), LeaseGraceSeconds: f.leaseGrace.Seconds(), LeaseRounds: f.leaseRounds}}
 	// Agents may carry resident jobs' traffic (their job socket) where

@@ -46,6 +46,8 @@ func TestCoordinator_BadFlagsAreOneLineAndExitCode2(t *testing.T) {
 		{"zero job cap", []string{"--gpus", "2", "--max-jobs", "0"}, "--max-jobs"},
 		{"flood limit below any honest rate", []string{"--gpus", "2", "--flood-limit", "10"}, "--flood-limit"},
 		{"negative flood limit", []string{"--gpus", "2", "--flood-limit", "-1"}, "--flood-limit"},
+		{"keep ended below -1", []string{"--gpus", "2", "--keep-ended", "-2"}, "--keep-ended"},
+		{"negative connections advice", []string{"--gpus", "2", "--connections-advice", "-1"}, "--connections-advice"},
 		{"tiny leader ttl", []string{"--gpus", "2", "--leader-ttl", "1ms"}, "--leader-ttl"},
 		{"lease rounds out of range", []string{"--gpus", "2", "--lease-rounds", "17"}, "--lease-rounds"},
 		{"negative lease rounds", []string{"--gpus", "2", "--lease-rounds", "-1"}, "--lease-rounds"},
