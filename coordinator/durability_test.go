@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,6 +364,13 @@ func childConfig() ServiceConfig {
 		}
 		cfg.SnapshotRounds = n
 	}
+	if v := os.Getenv("SHOCKWAVE_FAILOVER_KEEP_ENDED"); v != "" { // the ended jobs kept (retention.go)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			panic(fmt.Sprintf("SHOCKWAVE_FAILOVER_KEEP_ENDED=%q: want a positive count", v))
+		}
+		cfg.KeepEnded = n
+	}
 	if v := os.Getenv("SHOCKWAVE_CHILD_POLICY_CONFIG"); v != "" { // the Shockwave configuration
 		cfg.PolicyOptions.Config = json.RawMessage(v)
 	}
@@ -377,7 +385,7 @@ func childConfig() ServiceConfig {
 }
 
 func TestDurability_KillNineAtAnyMomentLosesNothingAndChangesNoPlan(t *testing.T) {
-	killNineAtAnyMoment(t)
+	killNineAtAnyMoment(t, 0)
 }
 
 // TestDurability_KillNineOverTheForecastBudget is the same with a forecast
@@ -385,13 +393,23 @@ func TestDurability_KillNineAtAnyMomentLosesNothingAndChangesNoPlan(t *testing.T
 // later rounds, and where the refreshes left off is part of the state each
 // restart restores (policy/shockwave_refresh.go).
 func TestDurability_KillNineOverTheForecastBudget(t *testing.T) {
-	killNineAtAnyMoment(t, `SHOCKWAVE_CHILD_POLICY_CONFIG={"forecast_budget": 1}`)
+	killNineAtAnyMoment(t, 0, `SHOCKWAVE_CHILD_POLICY_CONFIG={"forecast_budget": 1}`)
+}
+
+// TestDurability_KillNineWhileEndedJobsAreForgotten is the same while short
+// jobs register and end one after another beside the five, with at most
+// two ended jobs kept: the jobs each restart forgets, and the order it
+// forgets them in, are part of the state it restores (retention.go).
+func TestDurability_KillNineWhileEndedJobsAreForgotten(t *testing.T) {
+	killNineAtAnyMoment(t, 2, "SHOCKWAVE_FAILOVER_KEEP_ENDED=2")
 }
 
 // killNineAtAnyMoment kills a coordinator process four times at random
 // moments while five jobs run, then compares its state and every lease the
-// jobs saw with a fresh fold of its log; env configures the child.
-func killNineAtAnyMoment(t *testing.T, env ...string) {
+// jobs saw with a fresh fold of its log; env configures the child. With
+// keep > 0 short jobs register and end meanwhile, and the child keeps keep
+// ended jobs.
+func killNineAtAnyMoment(t *testing.T, keep int, env ...string) {
 	if testing.Short() {
 		t.Skip("starts coordinator processes")
 	}
@@ -404,6 +422,10 @@ func killNineAtAnyMoment(t *testing.T, env ...string) {
 	nc := dialEventually(t, "nats://"+listen)
 	waitServing(t, nc, subj)
 	d, stop := startJobs(t, nc, subj, []string{"j0", "j1", "j2", "j3", "j4"}, 1)
+	stopShort := func() int { return 0 }
+	if keep > 0 {
+		stopShort = churnShortJobs(t, nc, subj)
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	for kill := range 4 {
 		time.Sleep(time.Duration(150+rng.IntN(450)) * time.Millisecond)
@@ -416,21 +438,51 @@ func killNineAtAnyMoment(t *testing.T, env ...string) {
 		t.Logf("restart %d: replayed %d log records", kill+1, status(t, nc, subj).LogSeq)
 	}
 	time.Sleep(500 * time.Millisecond)
+	n := stopShort()
 	stop()
 	st := status(t, nc, subj)
 	ref, rounds := reference(t, dialEventually(t, "nats://"+listen, coordinatorToken(t, dir)), subj.Prefix, st.LogSeq)
 	sameState(t, st, ref)
 	seen := sameLeases(t, d.seen(), rounds, st.Round)
-	if len(st.Jobs) != 5 {
-		t.Errorf("jobs after four kills: %+v", st.Jobs)
+	ended := 0
+	for _, j := range st.Jobs {
+		if j.State != string(Active) && j.State != string(Pending) {
+			ended++
+		}
 	}
-	t.Logf("%d log records, %d rounds, leases of %d rounds compared", st.LogSeq, st.Round, len(seen))
+	switch {
+	case keep == 0 && len(st.Jobs) != 5:
+		t.Errorf("jobs after four kills: %+v", st.Jobs)
+	case keep > 0 && (ended > keep || n <= keep+1 || len(st.Jobs) >= 5+n):
+		t.Errorf("%d short jobs ended; the table holds %d jobs, %d ended (at most %d kept): %+v", n, len(st.Jobs), ended, keep, st.Jobs)
+	}
+	t.Logf("%d log records, %d rounds, leases of %d rounds compared; %d short jobs, %d jobs in the table", st.LogSeq, st.Round, len(seen), n, len(st.Jobs))
 	if strings.Contains(logs.String(), "differs from the stored snapshot") {
 		t.Errorf("a replay disagreed with its snapshot:\n%s", logs.String())
 	}
 	if t.Failed() {
 		t.Logf("coordinator logs:\n%s", logs.String())
 	}
+}
+
+// churnShortJobs registers jobs short-0, short-1, … one after another on
+// their own connection, each sending done once registered, until the
+// returned stop, which says how many were registered.
+func churnShortJobs(t *testing.T, nc *nats.Conn, subj protocol.Subjects) func() int {
+	var n atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		d := &jobDriver{t: t, nc: nc, subj: subj}
+		for ctx.Err() == nil {
+			id := fmt.Sprintf("short-%d", n.Load())
+			d.register(newJob(id, 1))
+			publishBatch(t, nc, subj, id, protocol.Event{Type: protocol.EventDone, Seq: 1, StepsDone: 1_000_000, TotalSteps: 1_000_000, BatchSize: 32})
+			n.Add(1)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return func() int { cancel(); wg.Wait(); return int(n.Load()) }
 }
 
 // holdStdin gives a child process a stdin pipe this process keeps open: the
