@@ -89,6 +89,20 @@ func (e *env) startService() {
 }
 
 // stopService stops the service gracefully and closes its connection.
+// stoppedConn stops the env's service and returns a coordinator connection
+// to its server (closed when the test ends), for a service the test starts
+// on the same log.
+func (e *env) stoppedConn() *nats.Conn {
+	e.t.Helper()
+	e.stopService()
+	nc, err := e.emb.Connect()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(nc.Close)
+	return nc
+}
+
 func (e *env) stopService() {
 	if e.stop == nil {
 		return

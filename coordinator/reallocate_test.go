@@ -74,12 +74,7 @@ func TestService_ALogWrittenWithAnotherReallocateSettingIsRefused(t *testing.T) 
 		s.Policy = "gavel"
 		s.PolicyOptions.ReallocateOnChange = true
 	})
-	e.stopService()
-	nc, err := e.emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.stoppedConn()
 	cfg := e.scfg
 	cfg.PolicyOptions.ReallocateOnChange = false
 	svc, err := NewService(nc, cfg)
@@ -101,12 +96,7 @@ func TestService_ALogWrittenWithAnotherReallocateSettingIsRefused(t *testing.T) 
 // option must.
 func TestService_WithTheRuleUnsetALogGoesOnWithItsOwn(t *testing.T) {
 	e := newEnv(t, 2, func(_ *EmbeddedConfig, s *ServiceConfig) { s.Policy = "gandiva_fair" })
-	e.stopService()
-	nc, err := e.emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.stoppedConn()
 	cfg := e.scfg
 	cfg.PolicyOptions.ReallocateOnChange, cfg.ReallocateFromLog = true, true
 	svc, done, cancel := startService(t, nc, cfg)

@@ -134,12 +134,7 @@ func TestRetention_ALogKeepsItsBoundAndRefusesAnother(t *testing.T) {
 	if got := e.svc.fold.cfg.KeepEnded; got != 7 {
 		t.Fatalf("the log records %d ended jobs kept, want 7", got)
 	}
-	e.stopService()
-	nc, err := e.emb.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := e.stoppedConn()
 	cfg := e.scfg
 	cfg.KeepEnded = 8
 	_, done, cancel := startService(t, nc, cfg)
