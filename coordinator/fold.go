@@ -135,6 +135,9 @@ type fold struct {
 	epoch uint64
 	// budgets are the event budgets of known jobs (caps.go).
 	budgets map[string]*budget
+	// forgotten are the jobs the Core forgot since the service last asked
+	// (takeForgotten); not state.
+	forgotten []string
 	// open is the round between its tick and its plan record, and held
 	// the records other than events and leader records that arrived
 	// meanwhile, folded in order once it closes (pipeline.go).
@@ -229,10 +232,19 @@ func (f *fold) config(r record) outcome {
 }
 
 // forgetJob drops what the fold keeps of a job the Core forgot
-// (retention.go): its event budget and its submission.
+// (retention.go): its event budget and its submission. The service drops
+// what it keeps (takeForgotten).
 func (f *fold) forgetJob(id string) {
 	delete(f.budgets, id)
 	delete(f.run.subs, id)
+	f.forgotten = append(f.forgotten, id)
+}
+
+// takeForgotten returns the jobs forgotten since the last call.
+func (f *fold) takeForgotten() []string {
+	ids := f.forgotten
+	f.forgotten = f.forgotten[:0]
+	return ids
 }
 
 func (f *fold) register(r record) outcome {

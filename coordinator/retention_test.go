@@ -277,7 +277,9 @@ func TestRetention_AVersion3StateLoadsAndContinuesTheUninterruptedFold(t *testin
 
 // TestRetention_TheEndedCounterCountsWhatTheTableForgets: with one ended
 // job kept, three completed jobs leave one completed row in the table
-// (shockwave_jobs) and count three in shockwave_jobs_ended_total.
+// (shockwave_jobs) and count three in shockwave_jobs_ended_total, and the
+// registration check (which lets known jobs past the job cap) forgets the
+// two the table forgot.
 func TestRetention_TheEndedCounterCountsWhatTheTableForgets(t *testing.T) {
 	e := newEnv(t, 1, func(_ *EmbeddedConfig, s *ServiceConfig) { s.KeepEnded = 1 })
 	nc := e.client()
@@ -297,4 +299,9 @@ func TestRetention_TheEndedCounterCountsWhatTheTableForgets(t *testing.T) {
 		}
 		return n == 1
 	})
+	known := 0
+	e.svc.admit.known.Range(func(k, _ any) bool { known++; return true })
+	if known > 1 {
+		t.Errorf("the service's registration check still knows %d jobs, the table keeps 1", known)
+	}
 }

@@ -150,4 +150,7 @@ func (s *Service) observeFold(r record, o *outcome) {
 	if c := s.fold.core; c != nil && o.kind == kindPlan && o.round != nil {
 		s.admit.live.Store(int64(len(c.active) + len(c.pending)))
 	}
+	for _, id := range s.fold.takeForgotten() { // the Core forgot them (retention.go)
+		s.admit.known.Delete(id)
+	}
 }
