@@ -90,7 +90,8 @@ func (c *Core) trimRetired() {
 	}
 }
 
-// rebuildRetired orders the retired jobs by retiredAt (after a load).
+// rebuildRetired orders the retired jobs by retiredAt: after a load, and
+// when most entries went stale (lost jobs coming back and leaving again).
 func (c *Core) rebuildRetired() {
 	c.retired, c.head, c.nRetired = c.retired[:0], 0, 0
 	for _, j := range c.jobs {

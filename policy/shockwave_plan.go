@@ -362,6 +362,9 @@ func (s *Shockwave) explainForecast(e *Explanation, v *swView, j *Job, m *swMeta
 		if f.Uninformed {
 			e.ForecastPrior = "uninformed"
 		}
+		if on := m.on; on != nil && on.due { // set by onlineForecast
+			e.ForecastWaiting, e.ForecastRunSince = true, max(j.RunTime-on.ranAt, 0)
+		}
 	} else {
 		e.ForecastPrior, e.Regime = "default", j.BatchSize
 		e.ForecastP10, e.ForecastP90 = e.ForecastRemaining, e.ForecastRemaining

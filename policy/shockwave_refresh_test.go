@@ -293,6 +293,9 @@ func TestShockwaveRefresh_AForecastWaitingItsTurnLosesTheRunTimeSince(t *testing
 	if ex.ForecastP10 != made.Remaining.P10-600 || ex.ForecastP90 != made.Remaining.P90-600 {
 		t.Fatalf("explained band %v–%v, want the forecast's %v–%v less 600 s", ex.ForecastP10, ex.ForecastP90, made.Remaining.P10, made.Remaining.P90)
 	}
+	if !ex.ForecastWaiting || ex.ForecastRunSince != 600 {
+		t.Fatalf("explained waiting %v, run since %v s, want waiting and 600 s", ex.ForecastWaiting, ex.ForecastRunSince)
+	}
 	for r := 0; o.jobs[j.ID].due; r++ {
 		if r == 300 {
 			t.Fatal("the job's turn never came")
@@ -304,6 +307,11 @@ func TestShockwaveRefresh_AForecastWaitingItsTurnLosesTheRunTimeSince(t *testing
 	fresh, _ := o.fc.Forecast(j.ID)
 	if est := p.estimate(j, p.meta[j.ID]); est.remaining != max(fresh.Remaining.Mean, 1) {
 		t.Fatalf("after its turn: remaining %v, want its fresh forecast's %v", est.remaining, fresh.Remaining.Mean)
+	}
+	ex = Explanation{}
+	p.explainForecast(&ex, &swView{s: p, snap: snap}, j, p.meta[j.ID])
+	if ex.ForecastWaiting || ex.ForecastRunSince != 0 {
+		t.Fatalf("after its turn: explained waiting %v, run since %v s", ex.ForecastWaiting, ex.ForecastRunSince)
 	}
 }
 

@@ -225,6 +225,12 @@ type PlanEntry struct {
 	ForecastP10   float64 `json:"forecast_p10_s,omitempty"`
 	ForecastP90   float64 `json:"forecast_p90_s,omitempty"`
 	ForecastPrior string  `json:"forecast_prior,omitempty"`
+	// ForecastWaiting marks a forecast older than the job's latest report:
+	// a round over the forecast budget left the job for a later turn, and
+	// the forecast is read less the run time since it was made
+	// (ForecastRunSince, seconds).
+	ForecastWaiting  bool    `json:"forecast_waiting,omitempty"`
+	ForecastRunSince float64 `json:"forecast_run_since_s,omitempty"`
 	// ProfileRemaining is the original's profile estimate R̂ (spec §4.3)
 	// of a job that declared its schedule, shown beside the online forecast.
 	ProfileRemaining float64 `json:"profile_remaining_s,omitempty"`

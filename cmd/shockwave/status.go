@@ -130,8 +130,12 @@ func printStatus(w io.Writer, r *protocol.StatusReply) error {
 		if e.ForecastP90 > 0 {
 			band = secs(e.ForecastP10) + "–" + secs(e.ForecastP90)
 		}
+		prior := dash(e.ForecastPrior)
+		if e.ForecastWaiting { // older than the job's latest report (over the forecast budget)
+			prior += ", waiting (ran " + secs(e.ForecastRunSince) + " since)"
+		}
 		fmt.Fprintf(tw, "%s\t%v\t%.2f\t%d\t%s\t%s\t%s\t%s\t%.2f\t%s\t%.2f\t%s\n", e.Job, e.Run, e.Share, e.PlannedRounds,
-			secs(e.ForecastRemaining), band, dash(e.ForecastPrior), count(e.Regime), e.ChangeProb,
+			secs(e.ForecastRemaining), band, prior, count(e.Regime), e.ChangeProb,
 			fairFinish(e.FairShareFinish, r.Now), e.ProjectedRho, e.Reason)
 	}
 	return tw.Flush()

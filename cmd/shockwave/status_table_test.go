@@ -153,3 +153,18 @@ func TestStatusTable_RelayingNodesAndRelayedOrHeldLeasesAreShown(t *testing.T) {
 		t.Errorf("bert-b's state should say its leases are held:\n%s", out)
 	}
 }
+
+// TestStatusTable_AWaitingForecastSaysSo: a forecast older than its job's
+// latest report (over the forecast budget) is marked beside its prior with
+// the run time it is read less of; a fresh one is not.
+func TestStatusTable_AWaitingForecastSaysSo(t *testing.T) {
+	r := statusFixture()
+	r.Plan.Explain[0].ForecastWaiting, r.Plan.Explain[0].ForecastRunSince = true, 600
+	var buf bytes.Buffer
+	if err := printStatus(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), "waiting (ran 10m0s since)"); n != 1 {
+		t.Errorf("the waiting forecast is marked %d times, want once:\n%s", n, buf.String())
+	}
+}

@@ -185,7 +185,7 @@ function drawPlan(st) {
     el("td", {}, e.run ? "yes" : "no"),
     el("td", { class: "num" }, (e.share || 0).toFixed(2)),
     el("td", { class: "num" }, e.planned_rounds || "–"),
-    el("td", {}, e.forecast_prior || "–"),
+    el("td", {}, (e.forecast_prior || "–") + (e.forecast_waiting ? " (waiting)" : "")),
     el("td", { class: "num" }, e.regime || "–"),
     el("td", { class: "num" }, e.change_prob > 0 ? e.change_prob.toFixed(2) : "–"),
     el("td", {}, relative(e.fair_share_finish_s, st.now)),
