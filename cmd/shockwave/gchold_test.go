@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -12,30 +9,7 @@ import (
 // gogcPercent reads the Go collector's percent and the rounds a collection
 // completed in from a coordinator's /metrics (-1 where absent).
 func gogcPercent(addr string) (percent, collected float64) {
-	percent, collected = -1, -1
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "go_gc_gogc_percent":
-			percent = v
-		case "shockwave_rounds_collected_total":
-			collected = v
-		}
-	}
-	return
+	return metricValue(addr, "go_gc_gogc_percent"), metricValue(addr, "shockwave_rounds_collected_total")
 }
 
 // TestCoordinator_TheBinaryHoldsTheCollectorAroundItsRoundsUnlessToldNot:
