@@ -3,6 +3,8 @@ package coordinator
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Connection advice for the embedded server. Every client of the server
@@ -70,5 +72,19 @@ func (e *Embedded) adviseConnections(stop <-chan struct{}) {
 						"run the jobs under node agents, whose job socket carries their traffic, or run NATS on machines of its own and point --nats-url at it")
 			}
 		}
+	}
+}
+
+// EmbeddedMetrics are the embedded server's series for a registry: the
+// flood guard's disconnections and the client connections. Their values
+// are read from e at scrape time.
+func EmbeddedMetrics(e *Embedded) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shockwave_flood_disconnects_total",
+			Help: "Job connections the embedded server's flood guard disconnected (--flood-limit)."},
+			func() float64 { return float64(e.FloodDisconnects()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shockwave_nats_connections",
+			Help: "Client connections the embedded NATS server holds: jobs', agents', tools' and the coordinator's own (--connections-advice)."},
+			func() float64 { return float64(e.Connections()) }),
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// registeredNames are the metric names NewMetrics registers.
+// registeredNames are the metric names NewMetrics and EmbeddedMetrics
+// register.
 func registeredNames(t *testing.T) []string {
 	t.Helper()
 	m := NewMetrics(nil)
@@ -26,6 +27,9 @@ func registeredNames(t *testing.T) []string {
 		if c, ok := f.Interface().(prometheus.Collector); ok {
 			c.Describe(descs)
 		}
+	}
+	for _, c := range EmbeddedMetrics(nil) { // the binary registers them with its embedded server
+		c.Describe(descs)
 	}
 	close(descs)
 	fq := regexp.MustCompile(`fqName: "([a-z_]+)"`)

@@ -146,13 +146,8 @@ func runCoordinator(args []string, _, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	scfg.Metrics = coordinator.NewMetrics(reg)
-	if emb := f.emb; emb != nil {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shockwave_flood_disconnects_total",
-			Help: "Job connections the embedded server's flood guard disconnected (--flood-limit)."},
-			func() float64 { return float64(emb.FloodDisconnects()) }))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shockwave_nats_connections",
-			Help: "Client connections the embedded NATS server holds: jobs', agents', tools' and the coordinator's own (--connections-advice)."},
-			func() float64 { return float64(emb.Connections()) }))
+	if f.emb != nil {
+		reg.MustRegister(coordinator.EmbeddedMetrics(f.emb)...)
 	}
 	svc, err := coordinator.NewService(nc, scfg)
 	if err != nil {
