@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -55,23 +54,14 @@ func (a *connAdvice) observe(n int) bool {
 // the coordinator's own included.
 func (e *Embedded) Connections() int { return e.Server.NumClients() }
 
-// adviseConnections reads the connection count every floodEvery until stop
-// is closed and logs the advice when the count passes the level.
-func (e *Embedded) adviseConnections(stop <-chan struct{}) {
-	tick := time.NewTicker(floodEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-			n := e.Connections()
-			if e.advice.observe(n) && e.log != nil {
-				e.log.Warn().Int("connections", n).Int("advised_max", e.advice.level).
-					Msg("the embedded NATS server holds more connections than it was measured to serve within the live targets (docs/scale.md); " +
-						"run the jobs under node agents, whose job socket carries their traffic, or run NATS on machines of its own and point --nats-url at it")
-			}
-		}
+// advise reads the connection count and logs the advice when it passes
+// the level (watch calls it every floodEvery).
+func (e *Embedded) advise() {
+	n := e.Connections()
+	if e.advice.observe(n) && e.log != nil {
+		e.log.Warn().Int("connections", n).Int("advised_max", e.advice.level).
+			Msg("the embedded NATS server holds more connections than it was measured to serve within the live targets (docs/scale.md); " +
+				"run the jobs under node agents, whose job socket carries their traffic, or run NATS on machines of its own and point --nats-url at it")
 	}
 }
 

@@ -136,15 +136,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if e.auth != nil {
 		go e.watchRevocations(subj, e.stop)
 	}
-	if cfg.FloodLimit >= 0 {
+	guard := cfg.FloodLimit >= 0
+	if guard {
+		e.flood.limit, e.flood.byUser = float64(cmp.Or(cfg.FloodLimit, DefaultFloodLimit)), e.auth != nil
+	}
+	if guard || e.advice.level > 0 {
 		account := localJobsAccount
 		if e.auth != nil {
 			account = pub(e.auth.jobs)
 		}
-		go e.guardFloods(account, cmp.Or(cfg.FloodLimit, DefaultFloodLimit), e.stop)
-	}
-	if e.advice.level > 0 {
-		go e.adviseConnections(e.stop)
+		go e.watch(account, guard, e.stop)
 	}
 	return e, nil
 }

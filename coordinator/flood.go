@@ -157,10 +157,10 @@ func (g *floodGuard) check(s *server.Server, account string, now time.Time) []fl
 	return out
 }
 
-// guardFloods runs the flood guard until stop is closed.
-func (e *Embedded) guardFloods(account string, limit int, stop <-chan struct{}) {
-	g := &e.flood
-	g.limit, g.byUser = float64(limit), e.auth != nil
+// watch reads the server every floodEvery until stop is closed: the jobs'
+// connections' counts for the flood guard when it is on (guard), and the
+// connection count for the advice (connadvice.go).
+func (e *Embedded) watch(account string, guard bool, stop <-chan struct{}) {
 	tick := time.NewTicker(floodEvery)
 	defer tick.Stop()
 	for {
@@ -168,9 +168,12 @@ func (e *Embedded) guardFloods(account string, limit int, stop <-chan struct{}) 
 		case <-stop:
 			return
 		case now := <-tick.C:
-			for _, s := range g.check(e.Server, account, now) {
-				e.disconnectFlooder(s)
+			if guard {
+				for _, s := range e.flood.check(e.Server, account, now) {
+					e.disconnectFlooder(s)
+				}
 			}
+			e.advise()
 		}
 	}
 }

@@ -305,3 +305,20 @@ func TestRetention_TheEndedCounterCountsWhatTheTableForgets(t *testing.T) {
 		t.Errorf("the service's registration check still knows %d jobs, the table keeps 1", known)
 	}
 }
+
+// TestRetention_AConfigurationRecordWithANegativeBoundIsRefused: a damaged
+// or forged configuration record asking for a negative number of ended
+// jobs kept configures nothing, and the error names the setting.
+func TestRetention_AConfigurationRecordWithANegativeBoundIsRefused(t *testing.T) {
+	subj := protocol.Subjects{Prefix: protocol.DefaultPrefix}
+	f := newFold(subj, protocol.DefaultMaxMessageBytes)
+	rec, err := newConfigRecord(historyConfig(8), "gavel", policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.KeepEnded = -1
+	o := f.apply(record{Seq: 1, Time: time.Unix(1_700_000_000, 0), Subject: subj.Prefix + "." + logConfig, Data: mustJSON(t, rec)})
+	if f.core != nil || o.err == nil || !strings.Contains(o.err.Error(), "ended jobs to keep") {
+		t.Fatalf("a record keeping -1 ended jobs: core %v, error %v", f.core != nil, o.err)
+	}
+}
